@@ -1,0 +1,12 @@
+# Sanitizer builds are chosen by preset (asan, tsan); they apply to every target.
+if(UVHOST_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+  add_compile_definitions(UVHOST_SANITIZER_ADDRESS=1)
+elseif(UVHOST_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+  add_compile_definitions(UVHOST_SANITIZER_THREAD=1)
+elseif(NOT UVHOST_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "UVHOST_SANITIZE must be '', 'address' or 'thread'")
+endif()
