@@ -73,8 +73,16 @@ std::string si(double value) {
   return fmt::format("{:.3g}", value);
 }
 
+std::string significant(double value, int digits) {
+  if (value == 0 || !std::isfinite(value)) return fmt::format("{}", value);
+  const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(value))));
+  if (magnitude >= 9 || magnitude < -4) return fmt::format("{:.{}g}", value, digits);
+  const int decimals = std::max(0, digits - 1 - magnitude);
+  return fmt::format("{:.{}f}", value, decimals);
+}
+
 std::string with_ci(double value, double half, const char* unit) {
-  return fmt::format("{:.3g}{} ±{:.2g}", value, unit, half);
+  return fmt::format("{}{} ±{}", significant(value, 3), unit, significant(half, 2));
 }
 
 }  // namespace uvhost::bench

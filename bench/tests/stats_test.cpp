@@ -71,3 +71,14 @@ TEST(Table, AlignsColumns) {
 
 }  // namespace
 }  // namespace uvhost::bench
+
+namespace uvhost::bench {
+namespace {
+TEST(Format, SignificantDigitsWithoutExponent) {
+  EXPECT_EQ(significant(1920.4, 3), "1920");
+  EXPECT_EQ(significant(3.14159, 3), "3.14");
+  EXPECT_EQ(significant(0.012345, 2), "0.012");
+  EXPECT_EQ(with_ci(1920.4, 260.2), "1920 ±260");
+}
+}  // namespace
+}  // namespace uvhost::bench

@@ -49,6 +49,8 @@ double percentile(std::span<const double> samples, double p);
 
 // "12.3 M", "456 k": a value with an SI suffix, 3 significant digits.
 std::string si(double value);
+// `value` with `digits` significant digits and no exponent for everyday magnitudes.
+std::string significant(double value, int digits);
 // "1.234 +- 0.05" style for tables: value and CI half-width, 3 significant digits.
 std::string with_ci(double value, double half, const char* unit = "");
 

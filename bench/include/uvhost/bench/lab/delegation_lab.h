@@ -1,0 +1,65 @@
+// delegation_lab.h - seed 004's experiment: a delegation lock against spinlocks
+// and mutexes on SLAB's refill/flush critical sections.
+//
+// Shape (from the seed): N threads each alternate a refill (take `batch` objects
+// from the shared pool) and a flush (give `batch` back) under one lock, with a
+// little private work in between. Each lock runs for `duration_ms`, `runs` times,
+// locks interleaved in a rotating order inside every run so that machine drift
+// hits all of them alike. Per lock and thread count it reports, as mean and 95%
+// confidence interval over the runs:
+//  - ops/s: critical sections completed per second, all threads together;
+//  - ns/CS: wall time per critical section (1e9 / ops/s), the serial cost;
+//  - CPU ns/CS: CPU time all threads spent per critical section (the cost);
+//  - cores: CPU used during the run (2.0 = both cores busy);
+//  - fairness: the slowest thread's ops / the mean thread's ops (1 = fair);
+//  - vs std::mutex: ops/s ratio to std::mutex in the same runs, with its CI.
+// After every run the pool's invariants are checked; a lock that let two
+// critical sections overlap makes the lab fail rather than print a number.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "uvhost/bench/stats.h"
+
+namespace uvhost::bench::lab {
+
+struct DelegationLabOptions {
+  std::vector<int> threads{2, 4, 16, 64};
+  std::vector<std::string> locks;  // empty: every lock in delegation_lab_locks()
+  int runs = 5;
+  int duration_ms = 200;
+  std::size_t batch = 16;            // objects per refill/flush (SLAB's batchcount)
+  std::size_t private_work = 64;     // loop iterations of private work between sections
+  std::size_t pool_objects = 1 << 16;
+  std::size_t objects_per_slab = 32;
+};
+
+struct DelegationPoint {
+  std::string lock;
+  int threads = 0;
+  std::vector<double> ops_per_s, ns_per_cs, cpu_ns_per_cs, cores, fairness;  // one per run
+  Summary ops_per_s_summary, ns_per_cs_summary, cpu_ns_per_cs_summary, cores_summary, fairness_summary;
+  Ratio vs_mutex;  // ops/s relative to std::mutex at the same thread count
+};
+
+struct DelegationLabReport {
+  DelegationLabOptions options;
+  std::vector<DelegationPoint> points;
+};
+
+// Names of the locks the lab can run, in table order ("std::mutex" first).
+std::vector<std::string> delegation_lab_locks();
+
+// Runs the experiment. `progress`, if given, gets one line per finished run.
+// Throws std::runtime_error if a lock broke the pool's invariants or a name is unknown.
+DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress);
+
+void print_delegation_table(const DelegationLabReport& report, std::ostream& out);
+nlohmann::json to_json(const DelegationLabReport& report);
+
+}  // namespace uvhost::bench::lab

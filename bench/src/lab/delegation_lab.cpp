@@ -1,0 +1,248 @@
+// delegation_lab.cpp - seed 004's experiment (see delegation_lab.h for what it reports).
+#include "uvhost/bench/lab/delegation_lab.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fmt/format.h>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/slab_pool.h"
+#include "uvhost/bench/table.h"
+#include "uvhost/bench/lab/lock_runners.h"
+
+namespace uvhost::bench::lab {
+namespace {
+
+// One run of one lock at one thread count.
+struct TrialSample {
+  double ops_per_s = 0;
+  double ns_per_cs = 0;
+  double cpu_ns_per_cs = 0;
+  double cores = 0;
+  double fairness = 0;
+};
+
+// What each thread records; padded so threads never share a cache line.
+struct alignas(64) ThreadRecord {
+  uint64_t ops = 0;
+  int64_t cpu_ns = 0;
+  std::vector<uint32_t> cache;  // the thread's array cache, left for the invariant check
+};
+
+// Private work between critical sections: touch the objects this thread holds,
+// as a caller of kmem_cache_alloc would, so the cache lines move to this core.
+inline uint64_t private_work(const std::vector<uint32_t>& objects, std::size_t iterations, uint64_t seed) {
+  uint64_t h = seed;
+  for (std::size_t i = 0; i < iterations; ++i) {
+    h ^= objects.empty() ? i : objects[i % objects.size()];
+    h *= 0x100000001b3ULL;  // FNV-style mixing: cheap, not optimizable away
+  }
+  return h;
+}
+
+template <class Runner>
+TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
+  SharedPool pool(options.pool_objects, options.objects_per_slab);
+  Runner runner;
+  std::vector<ThreadRecord> records(static_cast<std::size_t>(thread_count));
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sink{0};
+
+  std::vector<std::thread> threads;
+  threads.reserve(records.size());
+  for (auto& record : records) {
+    threads.emplace_back([&] {
+      record.cache.reserve(options.batch * 2);
+      go.wait(false, std::memory_order_acquire);  // acquire: see the pool fully built
+      const int64_t cpu_start = thread_cpu_ns();
+      uint64_t ops = 0;
+      uint64_t h = 0;
+      // relaxed: `stop` is only a hint to finish; results are read after join().
+      while (!stop.load(std::memory_order_relaxed)) {
+        runner.run([&] { pool.refill(record.cache, options.batch); });
+        h += private_work(record.cache, options.private_work, ops);
+        runner.run([&] { pool.flush(record.cache, options.batch); });
+        h += private_work(record.cache, options.private_work, ops + 1);
+        ops += 2;
+      }
+      record.cpu_ns = thread_cpu_ns() - cpu_start;
+      record.ops = ops;
+      sink.fetch_add(h, std::memory_order_relaxed);
+    });
+  }
+
+  const int64_t start = monotonic_ns();
+  go.store(true, std::memory_order_release);
+  go.notify_all();
+  std::this_thread::sleep_for(std::chrono::milliseconds(options.duration_ms));
+  stop.store(true, std::memory_order_relaxed);
+  const int64_t wall = monotonic_ns() - start;
+  for (auto& t : threads) t.join();
+
+  std::vector<uint32_t> held;
+  uint64_t total_ops = 0;
+  uint64_t min_ops = UINT64_MAX;
+  int64_t cpu = 0;
+  for (const auto& record : records) {
+    held.insert(held.end(), record.cache.begin(), record.cache.end());
+    total_ops += record.ops;
+    min_ops = std::min(min_ops, record.ops);
+    cpu += record.cpu_ns;
+  }
+  std::string why;
+  if (!pool.check_invariants(held, why))
+    throw std::runtime_error(fmt::format("lock {} broke mutual exclusion: {}", Runner::kName, why));
+
+  TrialSample sample;
+  const double ops = static_cast<double>(std::max<uint64_t>(total_ops, 1));
+  sample.ops_per_s = static_cast<double>(total_ops) * 1e9 / static_cast<double>(wall);
+  sample.ns_per_cs = static_cast<double>(wall) / ops;
+  sample.cpu_ns_per_cs = static_cast<double>(cpu) / ops;
+  sample.cores = static_cast<double>(cpu) / static_cast<double>(wall);
+  const double mean_ops = static_cast<double>(total_ops) / static_cast<double>(thread_count);
+  sample.fairness = mean_ops > 0 ? static_cast<double>(min_ops) / mean_ops : 0;
+  return sample;
+}
+
+using TrialFn = TrialSample (*)(const DelegationLabOptions&, int);
+
+struct LockEntry {
+  std::string name;
+  TrialFn run;
+};
+
+template <class... Runners>
+std::vector<LockEntry> make_entries() {
+  return {LockEntry{Runners::kName, &run_trial<Runners>}...};
+}
+
+const std::vector<LockEntry>& all_locks() {
+  static const std::vector<LockEntry> entries = make_entries<UVHOST_DELEGATION_LAB_RUNNERS>();
+  return entries;
+}
+
+}  // namespace
+
+std::vector<std::string> delegation_lab_locks() {
+  std::vector<std::string> names;
+  for (const auto& entry : all_locks()) names.push_back(entry.name);
+  return names;
+}
+
+DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress) {
+  if (options.runs < 1 || options.duration_ms < 1 || options.batch < 1 || options.threads.empty())
+    throw std::runtime_error("delegation lab: runs, duration, batch and threads must be positive");
+  std::vector<const LockEntry*> chosen;
+  if (options.locks.empty()) {
+    for (const auto& entry : all_locks()) chosen.push_back(&entry);
+  } else {
+    for (const auto& name : options.locks) {
+      auto it = std::find_if(all_locks().begin(), all_locks().end(),
+                             [&](const LockEntry& e) { return e.name == name; });
+      if (it == all_locks().end())
+        throw std::runtime_error(fmt::format("delegation lab: unknown lock '{}'", name));
+      chosen.push_back(&*it);
+    }
+  }
+  for (int t : options.threads)
+    if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
+
+  DelegationLabReport report;
+  report.options = options;
+  for (int thread_count : options.threads) {
+    std::vector<DelegationPoint> points(chosen.size());
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      points[i].lock = chosen[i]->name;
+      points[i].threads = thread_count;
+    }
+    for (int run = 0; run < options.runs; ++run) {
+      // Rotate the order each run: A B C, B C A, C A B, ... (interleaved, no lock always first).
+      for (std::size_t k = 0; k < chosen.size(); ++k) {
+        const std::size_t i = (k + static_cast<std::size_t>(run)) % chosen.size();
+        const TrialSample s = chosen[i]->run(options, thread_count);
+        auto& p = points[i];
+        p.ops_per_s.push_back(s.ops_per_s);
+        p.ns_per_cs.push_back(s.ns_per_cs);
+        p.cpu_ns_per_cs.push_back(s.cpu_ns_per_cs);
+        p.cores.push_back(s.cores);
+        p.fairness.push_back(s.fairness);
+        if (progress)
+          *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
+                                   options.runs, p.lock, si(s.ops_per_s))
+                    << std::flush;
+      }
+    }
+    const DelegationPoint* mutex_point = nullptr;
+    for (auto& p : points) {
+      p.ops_per_s_summary = summarize(p.ops_per_s);
+      p.ns_per_cs_summary = summarize(p.ns_per_cs);
+      p.cpu_ns_per_cs_summary = summarize(p.cpu_ns_per_cs);
+      p.cores_summary = summarize(p.cores);
+      p.fairness_summary = summarize(p.fairness);
+      if (p.lock == "std::mutex") mutex_point = &p;
+    }
+    for (auto& p : points)
+      if (mutex_point) p.vs_mutex = ratio_of_means(p.ops_per_s_summary, mutex_point->ops_per_s_summary);
+    report.points.insert(report.points.end(), points.begin(), points.end());
+  }
+  return report;
+}
+
+void print_delegation_table(const DelegationLabReport& report, std::ostream& out) {
+  const auto& o = report.options;
+  out << fmt::format(
+      "Seed 004: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
+      "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
+      o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
+  TextTable table({"threads", "lock", "ops/s", "ns/CS", "CPU ns/CS", "cores", "fairness", "vs std::mutex"});
+  int last_threads = -1;
+  for (const auto& p : report.points) {
+    if (last_threads != -1 && p.threads != last_threads) table.add_separator();
+    last_threads = p.threads;
+    const auto& ops = p.ops_per_s_summary;
+    table.add_row({std::to_string(p.threads), p.lock,
+                   fmt::format("{} ±{:.0f}%", si(ops.mean), 100 * ops.relative_ci()),
+                   with_ci(p.ns_per_cs_summary.mean, p.ns_per_cs_summary.ci95_half),
+                   with_ci(p.cpu_ns_per_cs_summary.mean, p.cpu_ns_per_cs_summary.ci95_half),
+                   fmt::format("{:.2f}", p.cores_summary.mean), fmt::format("{:.2f}", p.fairness_summary.mean),
+                   p.lock == "std::mutex" ? std::string("baseline")
+                   : p.vs_mutex.value > 0 ? fmt::format("{:.2f}x ±{:.2f}", p.vs_mutex.value, p.vs_mutex.ci95_half)
+                                        : std::string("-")});
+  }
+  table.print(out);
+}
+
+nlohmann::json to_json(const DelegationLabReport& report) {
+  const auto& o = report.options;
+  nlohmann::json j;
+  j["experiment"] = "delegation";
+  j["seed"] = "004";
+  j["options"] = {{"threads", o.threads}, {"runs", o.runs}, {"duration_ms", o.duration_ms},
+                  {"batch", o.batch},     {"private_work", o.private_work},
+                  {"pool_objects", o.pool_objects}, {"objects_per_slab", o.objects_per_slab}};
+  auto summary = [](const Summary& s) {
+    return nlohmann::json{{"n", s.n}, {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
+                          {"median", s.median}, {"min", s.min}, {"max", s.max}};
+  };
+  for (const auto& p : report.points) {
+    j["points"].push_back({{"lock", p.lock},
+                           {"threads", p.threads},
+                           {"ops_per_s", summary(p.ops_per_s_summary)},
+                           {"ns_per_cs", summary(p.ns_per_cs_summary)},
+                           {"cpu_ns_per_cs", summary(p.cpu_ns_per_cs_summary)},
+                           {"cores", summary(p.cores_summary)},
+                           {"fairness", summary(p.fairness_summary)},
+                           {"vs_mutex", {{"ratio", p.vs_mutex.value}, {"ci95_half", p.vs_mutex.ci95_half}}},
+                           {"samples", {{"ops_per_s", p.ops_per_s}, {"cpu_ns_per_cs", p.cpu_ns_per_cs}}}});
+  }
+  return j;
+}
+
+}  // namespace uvhost::bench::lab

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# run-tests.sh - set up, build and run every test of uvhost.
+#
+# Builds and tests under the release preset, then ASan+UBSan and TSan, each with
+# warnings as errors. Usage: scripts/run-tests.sh [preset ...] (default: all three).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+
+presets=("$@")
+if ((${#presets[@]} == 0)); then presets=(release asan tsan); fi
+
+jobs=$(nproc)
+failed=()
+for preset in "${presets[@]}"; do
+  echo "=== ${preset}: configure and build"
+  cmake --preset "$preset" -DUVHOST_WERROR=ON >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  echo "=== ${preset}: test"
+  if ! ctest --preset "$preset" -j "$jobs" --timeout 600; then
+    failed+=("$preset")
+  fi
+done
+
+if ((${#failed[@]})); then
+  echo "run-tests: FAILED under: ${failed[*]}"
+  exit 1
+fi
+echo "run-tests: all presets passed (${presets[*]})"

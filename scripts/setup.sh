@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# setup.sh - install every build and test dependency of uvhost from Debian's packages.
+#
+# Idempotent and fast when already done: it asks dpkg what is missing and only then
+# runs apt-get (as root, or through sudo). Safe to run before every build.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  g++ cmake ninja-build pkg-config git
+  # libraries (see cmake/Dependencies.cmake)
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libboost-dev
+  libck-dev liburcu-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  spin          # model checker for the work queue's wake-up protocol
+  valgrind      # callgrind instruction counts (stable benchmark figure)
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then SUDO=(sudo); fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
