@@ -8,6 +8,7 @@ void add_lab_command(CLI::App& app) {
       "lab", "Re-run a seed thread's experiment and print its table with confidence intervals");
   lab->require_subcommand(1);
   add_lab_delegation(*lab);
+  add_lab_workqueue(*lab);
 }
 
 }  // namespace uvhost::cli

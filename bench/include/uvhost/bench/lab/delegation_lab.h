@@ -7,7 +7,9 @@
 // locks interleaved in a rotating order inside every run so that machine drift
 // hits all of them alike. Per lock and thread count it reports, as mean and 95%
 // confidence interval over the runs:
-//  - ops/s: critical sections completed per second, all threads together;
+//  - ops/s: critical sections completed per second, all threads together; the
+//    window runs from the start signal until the last thread has finished its
+//    last operation after the stop signal (draining a queued lock counts);
 //  - ns/CS: wall time per critical section (1e9 / ops/s), the serial cost;
 //  - CPU ns/CS: CPU time all threads spent per critical section (the cost);
 //  - cores: CPU used during the run (2.0 = both cores busy);
