@@ -20,7 +20,7 @@ TEST(DelegationLab, EveryLockRunsAndKeepsInvariants) {
   for (const auto& p : report.points) {
     EXPECT_EQ(p.ops_per_s.size(), 2u) << p.lock;
     EXPECT_GT(p.ops_per_s_summary.mean, 0) << p.lock << " threads=" << p.threads;
-    EXPECT_GT(p.fairness_summary.mean, 0) << p.lock;
+    EXPECT_GE(p.fairness_summary.mean, 0) << p.lock;  // 0: a thread never got the lock (possible in 20 ms)
     EXPECT_LE(p.fairness_summary.mean, 1.0 + 1e-9) << p.lock;
     EXPECT_GT(p.vs_mutex.value, 0) << p.lock;
   }
