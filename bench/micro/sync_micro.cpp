@@ -119,7 +119,7 @@ void BM_WorkQueueAlreadyQueued(benchmark::State& state) {
   }  // the worker took the blocker and now waits inside it
   queue.queue(item);
   uint64_t queued = 0;
-  for (auto _ : state) queued += queue.queue(item) ? 1 : 0;
+  for (auto _ : state) queued += queue.queue(item) ? 1u : 0u;
   release.set();
   queue.flush();
   benchmark::DoNotOptimize(queued);

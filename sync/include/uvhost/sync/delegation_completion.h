@@ -67,6 +67,7 @@ struct AsyncNode : DelegationNode {
   DestroyFn destroy = nullptr;
   uint32_t spin_iterations = 0;     // the lock's spin budget, for Completion::wait()
   const DelegationLock* lock = nullptr;  // for the misuse check in wait()
+  std::atomic<uint64_t>* park_counter = nullptr;  // the lock's `parks` statistic
 };
 
 // Drops one reference; the last one frees the node.
@@ -78,11 +79,18 @@ inline void release_async_node(AsyncNode* node) noexcept {
 
 // Waits (spin, then futex) until node.state leaves kPending/kParked, or until
 // timeout_ns has passed (timeout_ns < 0: no timeout). Returns the state seen;
-// kNodePending or kNodeParked only on timeout. Defined in delegation_lock.cpp.
-uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t timeout_ns) noexcept;
+// kNodePending or kNodeParked only on timeout. Counts a sleep in *parks (the node is
+// pending then, so the lock, which owns *parks, is alive). In delegation_lock.cpp.
+uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t timeout_ns,
+                    std::atomic<uint64_t>* parks) noexcept;
 
 // Debug-only bookkeeping of the locks this thread is combining for (to detect
-// self-deadlock). Defined in delegation_lock.cpp; always false in release builds.
+// self-deadlock): a stack of frames, one per combining session, in a thread_local.
+struct CombineFrame {
+  const DelegationLock* lock = nullptr;
+  const CombineFrame* prev = nullptr;
+};
+const CombineFrame*& combine_frames() noexcept;  // this thread's innermost frame
 bool this_thread_combines(const DelegationLock* lock) noexcept;
 
 // Where a critical section's result goes: a value, a reference, or nothing.
@@ -190,14 +198,15 @@ class [[nodiscard]] Completion {
     UVHOST_MISUSE_CHECK(!detail::this_thread_combines(node_->lock),
                         "Completion::wait() inside a critical section of the same DelegationLock "
                         "(the request can only run after this one: self-deadlock)");
-    (void)detail::await_node(*node_, node_->spin_iterations, -1);
+    (void)detail::await_node(*node_, node_->spin_iterations, -1, node_->park_counter);
   }
 
   bool wait_for(std::chrono::nanoseconds timeout) const noexcept {
     if (ready()) return true;
     UVHOST_MISUSE_CHECK(!detail::this_thread_combines(node_->lock),
                         "Completion::wait_for() inside a critical section of the same DelegationLock");
-    return detail::await_node(*node_, node_->spin_iterations, timeout.count()) == detail::kNodeDone;
+    return detail::await_node(*node_, node_->spin_iterations, timeout.count(), node_->park_counter) ==
+           detail::kNodeDone;
   }
 
   // Waits, then returns the result or rethrows the critical section's exception.

@@ -129,6 +129,10 @@ class QSpinLock {
                         "qspinlock: unlock of an unlocked lock");
   }
 
+  // For tests: how many thread indices the registry has ever handed out (it reuses
+  // the indices of exited threads before handing out new ones).
+  static uint32_t thread_indices_high_water() noexcept;
+
   // Snapshot for tests and statistics; no ordering (relaxed).
   bool is_locked() const noexcept {
     return (word_.load(std::memory_order_relaxed) & kLockedMask) != 0;

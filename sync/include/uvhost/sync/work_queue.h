@@ -26,6 +26,8 @@
 //    queued before it, then joins the worker. queue() after stop() is misuse.
 //    A WorkItem must be neither queued nor running when it is destroyed (flush()
 //    first); WorkQueue outlives every item queued on it.
+//  - Memory orders: queued bit acq_rel RMWs; lock-free list seq_cst push and
+//    acquire take; futex word and stop flag seq_cst (the Dekker pair below).
 //  - Progress: with kLockless, queue() is lock-free (one CAS loop) and wait-free
 //    when the item is already queued; kLockedWake/kUnlockThenWake take a spinlock.
 //    The futex wake syscall is made only when the worker is actually parked.
@@ -55,17 +57,17 @@
 // only ordered after the items of its own list.
 //
 // Park/wake protocol (a Dekker pair on two locations, "work visible" and
-// state_): the worker stores kParked to state_, issues a seq_cst fence, then
-// re-checks both lists, and only then futex_waits on state_ == kParked. A
-// producer publishes its item, issues a seq_cst fence, then loads state_; if it
-// sees kParked it CASes state_ to kRunning (only one producer wins, so one
-// syscall per park) and calls futex_wake. With both fences, at least one side
-// sees the other's store: either the worker finds the item, or the producer
-// finds kParked. A wake that lands between the worker's check and its
-// futex_wait is not lost: the kernel refuses to sleep because state_ is no
-// longer kParked. Checking the lists *before* storing kParked is the 2023
-// "vhost worker missed wake-up" class of bug; the model's buggy variant shows
-// the checker catching it.
+// state_): the worker stores kParked to state_ (seq_cst), then re-checks both
+// lists (the lock-free one with a seq_cst load, the FIFO one under its lock),
+// and only then futex_waits on state_ == kParked. A producer publishes its item
+// (seq_cst CAS, or inside the lock), then loads state_ (seq_cst); if it sees
+// kParked it CASes state_ to kRunning (only one producer wins, so one syscall
+// per park) and calls futex_wake. At least one side sees the other's store:
+// either the worker finds the item, or the producer finds kParked. A wake that
+// lands between the worker's check and its futex_wait is not lost: the kernel
+// refuses to sleep because state_ is no longer kParked. Checking the lists
+// *before* storing kParked is the 2023 "vhost worker missed wake-up" class of
+// bug; the model's buggy variants show the checker catching it.
 #pragma once
 
 #include <atomic>
@@ -98,6 +100,8 @@ class WorkQueue;
 
 // A unit of work (struct vhost_work). Owned by the caller; it must outlive every
 // run it is queued for. Not copyable or movable: the worker holds its address.
+// `fn` runs on the worker thread; it must not throw (the worker would terminate)
+// and may queue items, including its own.
 class WorkItem {
  public:
   explicit WorkItem(std::function<void()> fn);
@@ -117,6 +121,8 @@ class WorkItem {
   // Link in whichever list holds the item; owned by the thread that won the
   // queued bit until the list is published, then by the worker.
   WorkItem* next_ = nullptr;
+  // flush()'s markers: run like any item but not counted in items_run.
+  bool flush_marker_ = false;
 };
 
 // Counters for measurement. Monotonic; read with WorkQueue::stats().
@@ -167,7 +173,7 @@ class WorkQueue {
   void wake_if_parked() noexcept;
   bool has_pending() noexcept;
   bool drain_once();  // runs one batch from each list; true if anything ran
-  void run_chain(WorkItem* first, bool count_stats);
+  void run_chain(WorkItem* first);
   void worker_main();
   int64_t read_worker_cpu_ns() const noexcept;
 
