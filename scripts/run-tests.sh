@@ -2,17 +2,23 @@
 # run-tests.sh - set up, build and run every test of uvhost.
 #
 # Builds and tests under the release preset, then ASan+UBSan and TSan, each with
-# warnings as errors. Usage: scripts/run-tests.sh [preset ...] (default: all three).
+# warnings as errors, then runs every libFuzzer target for a bounded time
+# (UVHOST_FUZZ_SECONDS, default 60 s each) and fails on any finding.
+# Usage: scripts/run-tests.sh [preset ...]   (default: release asan tsan fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
 presets=("$@")
-if ((${#presets[@]} == 0)); then presets=(release asan tsan); fi
+if ((${#presets[@]} == 0)); then presets=(release asan tsan fuzz); fi
 
 jobs=$(nproc)
 failed=()
 for preset in "${presets[@]}"; do
+  if [[ "$preset" == fuzz ]]; then
+    ./scripts/run-fuzzers.sh "${UVHOST_FUZZ_SECONDS:-60}" || failed+=(fuzz)
+    continue
+  fi
   echo "=== ${preset}: configure and build"
   cmake --preset "$preset" -DUVHOST_WERROR=ON >/dev/null
   cmake --build --preset "$preset" -j "$jobs"

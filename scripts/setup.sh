@@ -14,6 +14,7 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   spin          # model checker for the work queue's wake-up protocol
+  clang libclang-rt-14-dev   # libFuzzer targets (fuzz preset) with ASan+UBSan
   valgrind      # callgrind instruction counts (stable benchmark figure)
 )
 

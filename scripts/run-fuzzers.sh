@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# run-fuzzers.sh - build the fuzz preset and run every libFuzzer target for a bounded
+# time each; fails on any crash, sanitizer report, leak, timeout or out-of-memory.
+#
+# Usage: scripts/run-fuzzers.sh [seconds-per-fuzzer]   (default 60)
+# Environment: UVHOST_FUZZ_BUILD_DIR (default build/fuzz), UVHOST_FUZZ_JOBS (default 2),
+#              UVHOST_FUZZ_ARGS (extra libFuzzer flags, e.g. -runs=10000000).
+# Each fuzzer starts from its seed corpus (virtio/fuzz/corpus/, read-only here) and
+# writes new inputs to a scratch corpus under the build dir; crash inputs land in
+# <build dir>/fuzz-artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-60}"
+build_dir="${UVHOST_FUZZ_BUILD_DIR:-build/fuzz}"
+jobs="${UVHOST_FUZZ_JOBS:-2}"
+
+# name of the target : its seed corpus
+fuzzers=(
+  "virtio_device_fuzz:virtio/fuzz/corpus"
+)
+
+echo "=== fuzz: configure and build (${build_dir})"
+cmake --preset fuzz -B "$build_dir" >/dev/null
+targets=()
+for entry in "${fuzzers[@]}"; do targets+=("${entry%%:*}"); done
+ninja -C "$build_dir" -j "$jobs" "${targets[@]}"
+
+artifacts="${build_dir}/fuzz-artifacts"
+mkdir -p "$artifacts"
+failed=()
+for entry in "${fuzzers[@]}"; do
+  name="${entry%%:*}"
+  seeds="${entry#*:}"
+  binary="$(find "$build_dir" -type f -name "$name" -perm -u+x | head -n1)"
+  scratch="${build_dir}/fuzz-corpus/${name}"
+  mkdir -p "$scratch"
+  echo "=== fuzz: ${name} for ${seconds} s"
+  # -error_exitcode: any crash or sanitizer report; -timeout: one input taking > 10 s
+  # counts as a hang; -rss_limit_mb: memory blow-up counts as a failure.
+  # shellcheck disable=SC2086
+  if ! ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+      "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=77 \
+      -print_final_stats=1 -artifact_prefix="${artifacts}/${name}-" ${UVHOST_FUZZ_ARGS:-} \
+      "$scratch" "$seeds"; then
+    failed+=("$name")
+  fi
+done
+
+if ((${#failed[@]})); then
+  echo "run-fuzzers: FAILED: ${failed[*]} (inputs in ${artifacts})"
+  exit 1
+fi
+echo "run-fuzzers: every fuzzer finished (at most ${seconds} s each) without a finding"

@@ -1,0 +1,122 @@
+// device_fuzz.cpp - libFuzzer target: arbitrary bytes as guest memory and ring state,
+// fed to the device side (pop chains, copy out, write in, push used, notifications,
+// MRG_RXBUF and plain receive).
+//
+// Input layout (little-endian), kept in sync with make_corpus.py:
+//   [0]      flags: bit0 EVENT_IDX, bit1 INDIRECT_DESC, bit2 MRG_RXBUF,
+//                   bit3 frontend (vhost-user) ring addresses, bits4-5 chain direction
+//                   (0 any, 1 readable only, 2 writable only), bit6 legacy 10-byte header
+//   [1]      low nibble: log2(queue size) (mod 9: sizes 1..256); high nibble: chains to
+//            pop in the transmit phase (15: up to 64), the rest is left for receive
+//   [2..3]   initial last avail index (SET_VRING_BASE)
+//   [4..5]   receive frame length
+//   [6..9]   descriptor table address   [10..13] avail ring   [14..17] used ring
+//   [18..]   guest memory image: region A (16 KiB at 0x0), region B (16 KiB at 0x4000,
+//            adjacent to A, so buffers can span both), region C (4 KiB at 0x10000,
+//            after a hole); missing bytes are zero.
+// Each region is its own exact-size heap allocation, so ASan flags any access outside.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "uvhost/virtio/guest_memory.h"
+#include "uvhost/virtio/net_rx.h"
+#include "uvhost/virtio/split_queue.h"
+
+namespace {
+
+using namespace uvhost::virtio;
+
+constexpr size_t kHeaderBytes = 18;
+constexpr uint64_t kFrontendDelta = 0x7f000000;
+struct RegionLayout {
+  uint64_t gpa;
+  size_t size;
+};
+constexpr RegionLayout kRegions[] = {{0x0, 0x4000}, {0x4000, 0x4000}, {0x10000, 0x1000}};
+
+uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  spdlog::set_level(spdlog::level::off);  // hostile input logs errors by design
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < kHeaderBytes) return 0;
+  const uint8_t flags = data[0];
+  const bool mrg_rxbuf = (flags & 4) != 0;
+  const bool frontend = (flags & 8) != 0;
+  const auto direction_bits = static_cast<unsigned>((flags >> 4) & 3u);
+  const ChainDirection direction = direction_bits == 1   ? ChainDirection::kReadableOnly
+                                   : direction_bits == 2 ? ChainDirection::kWritableOnly
+                                                         : ChainDirection::kAny;
+
+  // Guest memory: exact-size allocations filled from the input.
+  std::vector<std::unique_ptr<std::byte[]>> storage;
+  std::vector<std::unique_ptr<MemoryRegion>> regions;
+  size_t offset = kHeaderBytes;
+  for (const RegionLayout& layout : kRegions) {
+    storage.push_back(std::make_unique<std::byte[]>(layout.size));
+    std::byte* bytes = storage.back().get();
+    const size_t n = offset < size ? std::min(layout.size, size - offset) : 0;
+    if (n > 0) std::memcpy(bytes, data + offset, n);
+    offset += layout.size;
+    regions.push_back(MemoryRegion::borrow(layout.gpa, layout.gpa + kFrontendDelta, {bytes, layout.size}));
+  }
+  auto memory = GuestMemoryMap::create(std::move(regions));
+  if (!memory) __builtin_trap();
+
+  QueueConfig config;
+  config.size = 1u << ((data[1] & 15u) % 9);
+  config.event_idx = (flags & 1) != 0;
+  config.indirect_desc = (flags & 2) != 0;
+  config.address_space = frontend ? AddressSpace::kFrontendVirtual : AddressSpace::kGuestPhysical;
+  config.desc_addr = le32(data + 6) + (frontend ? kFrontendDelta : 0);
+  config.avail_addr = le32(data + 10) + (frontend ? kFrontendDelta : 0);
+  config.used_addr = le32(data + 14) + (frontend ? kFrontendDelta : 0);
+
+  DeviceQueue queue("fuzz");
+  queue.set_last_avail_index(le16(data + 2));
+  if (!queue.start(config, *memory)) return 0;
+
+  // Transmit-style processing: pop, copy out, fill writable parts, push used.
+  DescriptorChain chain;
+  std::vector<std::byte> scratch(4096);
+  std::memset(scratch.data(), 0xa5, scratch.size());
+  const int tx_pops = (data[1] >> 4) == 15 ? 64 : data[1] >> 4;
+  for (int i = 0; i < tx_pops && queue.pop(*memory, chain, direction); ++i) {
+    copy_from_pieces(chain.readable.pieces(), 0, scratch);
+    const size_t written = copy_to_pieces(chain.writable.pieces(), 0, scratch);
+    queue.add_used(*memory, chain.head, static_cast<uint32_t>(written));
+    if (i % 8 == 7) queue.publish_used(*memory);
+  }
+  queue.publish_used(*memory);
+  (void)queue.must_signal_guest(*memory);
+  queue.disable_guest_kicks(*memory);
+  (void)queue.enable_guest_kicks(*memory);
+
+  // Receive: the rest of the ring, as virtio-net RX buffers.
+  NetReceiveWriter writer(RxOptions{mrg_rxbuf, (flags & 64) != 0 && !mrg_rxbuf ? kNetHeaderSizeLegacy
+                                                                             : kNetHeaderSizeMrg});
+  const std::vector<std::byte> frame(le16(data + 4) % 9000);
+  NetHeader header{};
+  header.gso_type = data[1];
+  for (int i = 0; i < 8; ++i) {
+    const RxResult result = writer.deliver(queue, *memory, header, frame);
+    if (result.status != RxStatus::kDelivered) break;
+  }
+  queue.publish_used(*memory);
+  (void)queue.must_signal_guest(*memory);
+  return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus for virtio_device_fuzz into virtio/fuzz/corpus/.
+
+The input layout is documented at the top of device_fuzz.cpp. Each seed is a small,
+valid guest: a queue of 8 at desc 0x0 / avail 0x100 / used 0x200 in region A, buffers
+from 0x1000, with a few chains made available. Run: python3 virtio/fuzz/make_corpus.py
+"""
+import os
+import struct
+
+NEXT, WRITE, INDIRECT = 1, 2, 4
+DESC, AVAIL, USED = 0x0, 0x100, 0x200
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def seed(name, flags, descs, heads, last_avail=0, frame_len=0, log2_size=3, extra=(), avail_base=None,
+         frontend=False, tx_pops=15):
+    memory = bytearray(0x1000 + 0x400)
+    for i, (addr, length, dflags, nxt) in enumerate(descs):
+        struct.pack_into("<QIHH", memory, DESC + 16 * i, addr, length, dflags, nxt)
+    size = 1 << log2_size
+    start = last_avail if avail_base is None else avail_base
+    for k, head in enumerate(heads):
+        struct.pack_into("<H", memory, AVAIL + 4 + 2 * ((start + k) % size), head)
+    struct.pack_into("<H", memory, AVAIL + 2, (start + len(heads)) & 0xFFFF)  # avail->idx
+    struct.pack_into("<H", memory, USED + 2, last_avail & 0xFFFF)           # used->idx
+    for addr, blob in extra:
+        memory[addr:addr + len(blob)] = blob
+    if frontend:
+        flags |= 8
+    header = struct.pack("<BBHHIII", flags, log2_size | (tx_pops << 4), last_avail, frame_len, DESC, AVAIL, USED)
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(header + bytes(memory))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    # Two transmit chains: header + data, and one single buffer.
+    seed("tx_direct", 0x10, [(0x1000, 12, NEXT, 1), (0x1010, 64, 0, 0), (0x1100, 60, 0, 0)], [0, 2])
+    # An indirect table of three entries (read, read, write).
+    table = struct.pack("<QIHH", 0x1100, 12, NEXT, 1) + struct.pack("<QIHH", 0x1110, 50, NEXT, 2) + \
+        struct.pack("<QIHH", 0x1200, 40, WRITE, 0)
+    seed("indirect", 0x02, [(0x1800, len(table), INDIRECT, 0)], [0], extra=[(0x1800, table)])
+    # Receive buffers for MRG_RXBUF and a 3000-byte frame spread over several chains.
+    seed("rx_mergeable", 0x24, [(0x1000 + 0x400 * i, 1024, WRITE, 0) for i in range(4)], [0, 1, 2, 3],
+         frame_len=3000, tx_pops=0)
+    # EVENT_IDX with indices about to wrap around 65535.
+    seed("event_idx_wrap", 0x01, [(0x1000, 64, 0, 0), (0x1100, 64, 0, 0), (0x1200, 64, 0, 0)], [0, 1, 2],
+         last_avail=65534)
+    # A buffer spanning regions A and B (0x3ff0..0x4030), ring addresses as frontend ones.
+    seed("spanning_frontend", 0x00, [(0x3FF0, 0x40, 0, 0)], [0], frontend=True)
+    # Legacy 10-byte header, plain receive.
+    seed("rx_legacy", 0x60, [(0x1000, 1514, WRITE, 0)], [0], frame_len=1000, tx_pops=0)
+
+
+if __name__ == "__main__":
+    main()

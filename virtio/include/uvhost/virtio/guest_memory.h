@@ -1,0 +1,156 @@
+// guest_memory.h - the guest's memory as the frontend hands it over, and translation
+// of guest addresses to host pointers.
+//
+// Contract
+// --------
+//  - A MemoryRegion is one range of guest memory: guest physical address, size, the
+//    frontend's own virtual address for it (vhost-user gives ring addresses in that
+//    space), and where it lies in our address space. A region made by map_fd() owns
+//    its mmap and its fd: the destructor munmaps and closes. A region made by borrow()
+//    (tests, embedded frontends) owns nothing.
+//  - A GuestMemoryMap is an immutable set of non-overlapping regions (overlap in guest
+//    physical or in frontend address space is refused at creation). It is never
+//    modified after creation; a new SET_MEM_TABLE builds a new map, which is published
+//    through uvhost::sync::ReadMostly (guarded_guest_memory.h) so that the old map is
+//    unmapped only when no reader can still use it.
+//  - Every map gets a process-unique generation() number: users that cache pointers
+//    derived from a map (the ring pointers of a queue) compare it to notice a new map.
+//  - Translation trusts nothing in its arguments: addresses and lengths come from the
+//    guest. translate() checks that [addr, addr + len) does not wrap around 2^64 and
+//    lies entirely inside mapped regions; a range covering adjacent regions comes back
+//    as several pieces. On any failure nothing is appended (never a silent truncation).
+//  - The map does not read guest memory; it only computes pointers. Lookup is a linear
+//    scan for up to 8 regions (the usual vhost-user table) and a binary search beyond;
+//    translate() is inline for the one-region case, the per-descriptor hot path.
+//  - Thread safety: all const member functions may run concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "uvhost/virtio/io_vector.h"
+
+namespace uvhost::virtio {
+
+// One region as vhost-user's SET_MEM_TABLE describes it (plus its fd).
+struct RegionSpec {
+  uint64_t guest_phys_addr = 0;
+  uint64_t size = 0;
+  uint64_t frontend_addr = 0;  // "userspace_addr": the frontend's virtual address
+  uint64_t mmap_offset = 0;    // where the region starts inside the fd
+  int fd = -1;
+};
+
+class MemoryRegion {
+ public:
+  // mmaps spec.fd (shared, read/write) and takes ownership of the fd: it is closed by
+  // the destructor, or right away when mapping fails. Returns nullptr (and logs why)
+  // for a zero size, a range that wraps, or an mmap failure.
+  static std::unique_ptr<MemoryRegion> map_fd(const RegionSpec& spec);
+
+  // Wraps memory that is already mapped; the caller keeps it alive and unmaps it.
+  static std::unique_ptr<MemoryRegion> borrow(uint64_t guest_phys_addr, uint64_t frontend_addr,
+                                              std::span<std::byte> host);
+
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  uint64_t guest_phys_addr() const noexcept { return guest_phys_addr_; }
+  uint64_t frontend_addr() const noexcept { return frontend_addr_; }
+  uint64_t size() const noexcept { return size_; }
+  std::byte* host() const noexcept { return host_; }
+  // Last guest physical / frontend address inside the region (inclusive: no overflow).
+  uint64_t guest_last() const noexcept { return guest_phys_addr_ + (size_ - 1); }
+  uint64_t frontend_last() const noexcept { return frontend_addr_ + (size_ - 1); }
+
+ private:
+  MemoryRegion() = default;
+
+  uint64_t guest_phys_addr_ = 0;
+  uint64_t frontend_addr_ = 0;
+  uint64_t size_ = 0;
+  std::byte* host_ = nullptr;
+  void* mapping_ = nullptr;  // what mmap returned (owned regions only)
+  size_t mapping_len_ = 0;
+  int fd_ = -1;
+};
+
+enum class TranslateStatus {
+  kOk,
+  kUnmapped,       // some byte of the range is in no region
+  kWraps,          // addr + len overflows 2^64
+  kTooManyPieces,  // the output vector is full
+};
+std::string_view to_string(TranslateStatus status) noexcept;
+
+class GuestMemoryMap {
+ private:
+  // What a lookup needs, stored flat (no pointer chase per translation).
+  struct GuestRange {
+    uint64_t first;  // guest physical address of the region's first byte
+    uint64_t last;   // ... and of its last byte (inclusive: cannot overflow)
+    std::byte* host;
+  };
+
+ public:
+  // nullptr (logged) when regions overlap or one is null. Regions may come in any order.
+  static std::unique_ptr<GuestMemoryMap> create(std::vector<std::unique_ptr<MemoryRegion>> regions);
+
+  // Appends the host pieces of guest physical [addr, addr + len) to `out`. len == 0 is
+  // kOk with nothing appended. On failure `out` is left as it was.
+  // Inline: this runs once per descriptor; the common case is one region, one piece.
+  TranslateStatus translate(uint64_t guest_addr, uint64_t len, IoVector& out) const {
+    if (len == 0) return TranslateStatus::kOk;
+    if (len - 1 > ~uint64_t{0} - guest_addr) return TranslateStatus::kWraps;
+    const GuestRange* range = find_guest(guest_addr);
+    if (range == nullptr) return TranslateStatus::kUnmapped;
+    const uint64_t last = guest_addr + (len - 1);  // no wrap: checked above
+    if (last > range->last) [[unlikely]] return translate_spanning(guest_addr, last, range, out);
+    return out.push_back(IoPiece{range->host + (guest_addr - range->first), static_cast<size_t>(len)})
+               ? TranslateStatus::kOk
+               : TranslateStatus::kTooManyPieces;
+  }
+
+  // Host pointer for [addr, addr + len) when it lies inside one region, else nullptr.
+  // len must be > 0. Used for rings and other structures we access in place.
+  std::byte* translate_contiguous(uint64_t guest_addr, uint64_t len) const noexcept;
+  // The same for a frontend virtual address (vhost-user SET_VRING_ADDR).
+  std::byte* translate_frontend_contiguous(uint64_t frontend_addr, uint64_t len) const noexcept;
+  std::optional<uint64_t> frontend_to_guest(uint64_t frontend_addr) const noexcept;
+
+  uint64_t generation() const noexcept { return generation_; }
+  size_t region_count() const noexcept { return regions_.size(); }
+  const MemoryRegion& region(size_t i) const noexcept { return *regions_[i]; }
+
+ private:
+  // vhost-user tables hold a handful of regions (8 without CONFIGURE_MEM_SLOTS): a
+  // linear scan of the flat array beats a binary search there.
+  static constexpr size_t kLinearScanLimit = 8;
+
+  explicit GuestMemoryMap(std::vector<std::unique_ptr<MemoryRegion>> regions);
+  const GuestRange* find_guest(uint64_t guest_addr) const noexcept {
+    if (guest_ranges_.size() <= kLinearScanLimit) [[likely]] {
+      for (const GuestRange& range : guest_ranges_) {
+        if (guest_addr >= range.first && guest_addr <= range.last) return &range;
+      }
+      return nullptr;
+    }
+    return find_guest_binary(guest_addr);
+  }
+  const GuestRange* find_guest_binary(uint64_t guest_addr) const noexcept;
+  TranslateStatus translate_spanning(uint64_t guest_addr, uint64_t last, const GuestRange* range, IoVector& out) const;
+  const MemoryRegion* find_frontend(uint64_t frontend_addr) const noexcept;
+
+  std::vector<std::unique_ptr<MemoryRegion>> regions_;  // sorted by guest address
+  std::vector<GuestRange> guest_ranges_;                // the same order
+  std::vector<const MemoryRegion*> by_frontend_;        // sorted by frontend address
+  uint64_t generation_;
+};
+
+}  // namespace uvhost::virtio

@@ -1,0 +1,154 @@
+// split_queue.h - the device side of one split virtqueue.
+//
+// Contract
+// --------
+//  What it guarantees
+//  - pop() hands out descriptor chains the driver made available, in ring order, each
+//    fully validated: every descriptor lies inside guest memory, chains end, indirect
+//    tables are well formed, readable parts come before writable parts, the caller's
+//    ChainDirection holds. add_used() + publish_used() return chains to the driver.
+//  - Any spec violation by the guest (see queue_error.h) is logged once and puts the
+//    queue in the broken state: pop() returns false, add_used/publish/notification
+//    calls do nothing, until reset(). Nothing is read or written outside the mapped
+//    regions, and every loop is bounded by the queue size.
+//  - Ring state for vhost-user GET/SET_VRING_BASE: last_avail_index() and the setters.
+//
+//  What it trusts and what it does not
+//  - Trusted: the caller (one thread per queue; DeviceQueue is not thread-safe), the
+//    GuestMemoryMap (its regions really are mapped), and `head` values passed to
+//    add_used() (they must come from pop(); checked only by a debug misuse check).
+//  - Not trusted: every byte of guest memory, including rings and descriptors, which
+//    the guest may change while we read them. Each shared field is read once with a
+//    single atomic access (detail/ring_access.h) into a local, validated, then used:
+//    no double fetch.
+//
+//  Memory orders (each is commented where it happens)
+//  - avail->idx is loaded with acquire, once per batch: it pairs with the driver's
+//    write barrier / release store after it filled descriptors and ring entries, so
+//    the relaxed loads of those that follow see them.
+//  - used ring elements are stored relaxed; used->idx is stored with release, once per
+//    batch (publish_used): the driver that sees the new index (after its read barrier)
+//    sees the elements and the bytes we wrote into its buffers.
+//  - must_signal_guest() and enable_guest_kicks() each do one full fence
+//    (detail::full_barrier(), a seq_cst fence), because each
+//    is a store followed by a load of a field the other side stores before loading
+//    ours (a Dekker pattern): without store-load ordering both sides can miss each
+//    other and the queue stalls with work pending. Nothing else needs a fence.
+//
+//  Memory map changes
+//  - Every operation takes the current GuestMemoryMap (read inside the guard's read()
+//    section). Ring pointers are cached per map generation and re-translated when a
+//    different map is passed; chains popped under one map must be finished (copied,
+//    used) before that map's read section ends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "uvhost/virtio/descriptor_chain.h"
+#include "uvhost/virtio/guest_memory.h"
+#include "uvhost/virtio/queue_error.h"
+#include "uvhost/virtio/ring_layout.h"
+
+namespace uvhost::virtio {
+
+enum class AddressSpace {
+  kGuestPhysical,    // addresses as the device sees them (virtio-pci, tests)
+  kFrontendVirtual,  // vhost-user SET_VRING_ADDR: the frontend process's addresses
+};
+
+struct QueueConfig {
+  uint32_t size = 0;
+  uint64_t desc_addr = 0;
+  uint64_t avail_addr = 0;  // "driver area"
+  uint64_t used_addr = 0;   // "device area"
+  AddressSpace address_space = AddressSpace::kGuestPhysical;
+  bool event_idx = false;      // VIRTIO_F_EVENT_IDX negotiated
+  bool indirect_desc = false;  // VIRTIO_F_INDIRECT_DESC negotiated
+};
+
+class DeviceQueue {
+ public:
+  explicit DeviceQueue(std::string name = "virtq");
+
+  // Validates the configuration (size, alignment, rings inside memory) and starts the
+  // queue; the used index continues from used->idx in the ring, the last avail index
+  // keeps its value (set it first with set_last_avail_index for SET_VRING_BASE).
+  // false: broken (logged).
+  bool start(const QueueConfig& config, const GuestMemoryMap& memory);
+  // Stops the queue and forgets everything, including the broken state.
+  void reset();
+
+  bool is_started() const noexcept { return started_; }
+  bool is_broken() const noexcept { return error_ != QueueError::kNone; }
+  QueueError error() const noexcept { return error_; }
+  const std::string& name() const noexcept { return name_; }
+  const QueueConfig& config() const noexcept { return config_; }
+
+  // For device-type code on top (virtio-net) that finds a violation of its own rules:
+  // logs and breaks the queue exactly as an internal check would.
+  void mark_broken(QueueError error, const std::string& detail) { fail(error, detail); }
+
+  // Ring state (vhost-user GET/SET_VRING_BASE).
+  uint16_t last_avail_index() const noexcept { return last_avail_; }
+  void set_last_avail_index(uint16_t index) noexcept;
+  uint16_t used_index() const noexcept { return used_idx_; }  // including unpublished entries
+  void set_used_index(uint16_t index) noexcept;
+
+  // Number of chains the driver has made available and we have not popped (one acquire
+  // load of avail->idx). 0 when broken.
+  uint16_t available(const GuestMemoryMap& memory);
+
+  // Pops the next chain into `chain`. false when none is available or the queue is (or
+  // just became) broken. Reloads avail->idx only when the batch seen last is used up.
+  bool pop(const GuestMemoryMap& memory, DescriptorChain& chain, ChainDirection direction = ChainDirection::kAny);
+
+  // Gives back the last `count` popped chains that were not added as used (e.g. a
+  // receive that found too few buffers); they will be popped again.
+  void unpop(uint16_t count) noexcept;
+
+  // Writes one used element (not yet visible to the driver).
+  void add_used(const GuestMemoryMap& memory, uint16_t head, uint32_t written_len);
+  // Makes every added element visible (one release store of used->idx).
+  void publish_used(const GuestMemoryMap& memory);
+
+  // After publish_used(): must the guest be signalled (call eventfd) now? Honors
+  // VIRTQ_AVAIL_F_NO_INTERRUPT, or used_event with VIRTIO_F_EVENT_IDX. false when
+  // nothing was published since the last call.
+  bool must_signal_guest(const GuestMemoryMap& memory);
+
+  // Guest kick (available buffer notification) suppression: while disabled the driver
+  // is told not to kick (used->flags NO_NOTIFY; with EVENT_IDX avail_event is simply no
+  // longer advanced). enable_guest_kicks() re-enables and then re-checks the avail ring:
+  // true means buffers arrived meanwhile, for which no kick may come - process them.
+  void disable_guest_kicks(const GuestMemoryMap& memory);
+  [[nodiscard]] bool enable_guest_kicks(const GuestMemoryMap& memory);
+
+ private:
+  bool usable(const GuestMemoryMap& memory);  // started, not broken, rings resolved
+  bool resolve_rings(const GuestMemoryMap& memory);
+  void fail(QueueError error, const std::string& detail);
+
+  std::string name_;
+  QueueConfig config_{};
+  bool started_ = false;
+  QueueError error_ = QueueError::kNone;
+
+  // Host pointers of the rings for map generation rings_generation_.
+  std::byte* desc_ = nullptr;
+  std::byte* avail_ = nullptr;
+  std::byte* used_ = nullptr;
+  uint64_t rings_generation_ = 0;
+  uint16_t index_mask_ = 0;
+
+  uint16_t last_avail_ = 0;     // next avail ring entry to pop
+  uint16_t avail_shadow_ = 0;   // avail->idx as loaded last (end of the current batch)
+  uint16_t used_idx_ = 0;       // next used ring entry to write
+  uint16_t published_used_ = 0; // used->idx as we last stored it
+  uint16_t signalled_used_ = 0; // published_used_ when must_signal_guest() last ran
+  bool signalled_valid_ = false;
+
+  IoVector indirect_table_;     // scratch: host pieces of the indirect table being walked
+};
+
+}  // namespace uvhost::virtio

@@ -1,0 +1,180 @@
+// guest_memory.cpp - region mapping and guest address translation.
+#include "uvhost/virtio/guest_memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include <spdlog/spdlog.h>
+
+namespace uvhost::virtio {
+namespace {
+
+// relaxed: only uniqueness matters, not ordering with anything else.
+std::atomic<uint64_t> g_next_generation{1};
+
+// True when [start, start + len) wraps around 2^64 (len > 0).
+constexpr bool range_wraps(uint64_t start, uint64_t len) noexcept {
+  return len - 1 > std::numeric_limits<uint64_t>::max() - start;
+}
+
+}  // namespace
+
+std::string_view to_string(TranslateStatus status) noexcept {
+  switch (status) {
+    case TranslateStatus::kOk: return "ok";
+    case TranslateStatus::kUnmapped: return "address not in guest memory";
+    case TranslateStatus::kWraps: return "address + length wraps around";
+    case TranslateStatus::kTooManyPieces: return "buffer split into too many pieces";
+  }
+  return "unknown";
+}
+
+std::unique_ptr<MemoryRegion> MemoryRegion::map_fd(const RegionSpec& spec) {
+  auto fail = [&](const char* why) -> std::unique_ptr<MemoryRegion> {
+    spdlog::error("guest memory: cannot map region gpa={:#x} size={:#x} offset={:#x} fd={}: {}",
+                  spec.guest_phys_addr, spec.size, spec.mmap_offset, spec.fd, why);
+    if (spec.fd >= 0) ::close(spec.fd);
+    return nullptr;
+  };
+  if (spec.size == 0) return fail("zero size");
+  if (range_wraps(spec.guest_phys_addr, spec.size)) return fail("guest range wraps");
+  if (range_wraps(spec.frontend_addr, spec.size)) return fail("frontend range wraps");
+  // The offset need not be page aligned (QEMU passes offsets inside a hugepage file),
+  // so map from 0 and skip it, as long as the sum fits.
+  if (spec.mmap_offset > std::numeric_limits<size_t>::max() - spec.size) return fail("offset + size overflows");
+  const size_t mapping_len = static_cast<size_t>(spec.mmap_offset + spec.size);
+  void* mapping = ::mmap(nullptr, mapping_len, PROT_READ | PROT_WRITE, MAP_SHARED, spec.fd, 0);
+  if (mapping == MAP_FAILED) return fail(std::strerror(errno));
+
+  std::unique_ptr<MemoryRegion> region(new MemoryRegion());
+  region->guest_phys_addr_ = spec.guest_phys_addr;
+  region->frontend_addr_ = spec.frontend_addr;
+  region->size_ = spec.size;
+  region->mapping_ = mapping;
+  region->mapping_len_ = mapping_len;
+  region->host_ = static_cast<std::byte*>(mapping) + spec.mmap_offset;
+  region->fd_ = spec.fd;
+  return region;
+}
+
+std::unique_ptr<MemoryRegion> MemoryRegion::borrow(uint64_t guest_phys_addr, uint64_t frontend_addr,
+                                                   std::span<std::byte> host) {
+  if (host.empty() || range_wraps(guest_phys_addr, host.size()) || range_wraps(frontend_addr, host.size())) {
+    spdlog::error("guest memory: bad borrowed region gpa={:#x} size={:#x}", guest_phys_addr, host.size());
+    return nullptr;
+  }
+  std::unique_ptr<MemoryRegion> region(new MemoryRegion());
+  region->guest_phys_addr_ = guest_phys_addr;
+  region->frontend_addr_ = frontend_addr;
+  region->size_ = host.size();
+  region->host_ = host.data();
+  return region;
+}
+
+MemoryRegion::~MemoryRegion() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_len_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+GuestMemoryMap::GuestMemoryMap(std::vector<std::unique_ptr<MemoryRegion>> regions)
+    : regions_(std::move(regions)), generation_(g_next_generation.fetch_add(1, std::memory_order_relaxed)) {
+  for (const auto& region : regions_) by_frontend_.push_back(region.get());
+}
+
+std::unique_ptr<GuestMemoryMap> GuestMemoryMap::create(std::vector<std::unique_ptr<MemoryRegion>> regions) {
+  for (const auto& region : regions) {
+    if (!region) {
+      spdlog::error("guest memory: null region in memory table");
+      return nullptr;
+    }
+  }
+  std::sort(regions.begin(), regions.end(),
+            [](const auto& a, const auto& b) { return a->guest_phys_addr() < b->guest_phys_addr(); });
+  for (size_t i = 1; i < regions.size(); ++i) {
+    if (regions[i]->guest_phys_addr() <= regions[i - 1]->guest_last()) {
+      spdlog::error("guest memory: regions overlap in guest physical space at {:#x}", regions[i]->guest_phys_addr());
+      return nullptr;
+    }
+  }
+  std::unique_ptr<GuestMemoryMap> map(new GuestMemoryMap(std::move(regions)));
+  for (const auto& region : map->regions_) {
+    map->guest_ranges_.push_back(GuestRange{region->guest_phys_addr(), region->guest_last(), region->host()});
+  }
+  std::sort(map->by_frontend_.begin(), map->by_frontend_.end(),
+            [](const MemoryRegion* a, const MemoryRegion* b) { return a->frontend_addr() < b->frontend_addr(); });
+  for (size_t i = 1; i < map->by_frontend_.size(); ++i) {
+    if (map->by_frontend_[i]->frontend_addr() <= map->by_frontend_[i - 1]->frontend_last()) {
+      spdlog::error("guest memory: regions overlap in frontend address space at {:#x}",
+                    map->by_frontend_[i]->frontend_addr());
+      return nullptr;
+    }
+  }
+  return map;
+}
+
+const GuestMemoryMap::GuestRange* GuestMemoryMap::find_guest_binary(uint64_t guest_addr) const noexcept {
+  // First range starting after addr; the candidate is the one before it.
+  auto it = std::upper_bound(guest_ranges_.begin(), guest_ranges_.end(), guest_addr,
+                             [](uint64_t a, const GuestRange& range) { return a < range.first; });
+  if (it == guest_ranges_.begin()) return nullptr;
+  const GuestRange& range = *std::prev(it);
+  return guest_addr <= range.last ? &range : nullptr;
+}
+
+const MemoryRegion* GuestMemoryMap::find_frontend(uint64_t frontend_addr) const noexcept {
+  auto it = std::upper_bound(by_frontend_.begin(), by_frontend_.end(), frontend_addr,
+                             [](uint64_t a, const MemoryRegion* region) { return a < region->frontend_addr(); });
+  if (it == by_frontend_.begin()) return nullptr;
+  const MemoryRegion* region = *std::prev(it);
+  return frontend_addr <= region->frontend_last() ? region : nullptr;
+}
+
+// [guest_addr, last] starts in `range` and runs past its end: one piece per region, all
+// or nothing.
+TranslateStatus GuestMemoryMap::translate_spanning(uint64_t guest_addr, uint64_t last, const GuestRange* range,
+                                                   IoVector& out) const {
+  const size_t size_before = out.size();
+  uint64_t cursor = guest_addr;
+  for (;;) {
+    const uint64_t piece_last = std::min(last, range->last);
+    if (!out.push_back(IoPiece{range->host + (cursor - range->first), static_cast<size_t>(piece_last - cursor + 1)})) {
+      out.truncate(size_before);
+      return TranslateStatus::kTooManyPieces;
+    }
+    if (piece_last == last) return TranslateStatus::kOk;
+    cursor = piece_last + 1;  // <= last, so no wrap
+    range = find_guest(cursor);
+    if (range == nullptr) {
+      out.truncate(size_before);
+      return TranslateStatus::kUnmapped;
+    }
+  }
+}
+
+std::byte* GuestMemoryMap::translate_contiguous(uint64_t guest_addr, uint64_t len) const noexcept {
+  if (len == 0 || range_wraps(guest_addr, len)) return nullptr;
+  const GuestRange* range = find_guest(guest_addr);
+  if (range == nullptr || guest_addr + (len - 1) > range->last) return nullptr;
+  return range->host + (guest_addr - range->first);
+}
+
+std::byte* GuestMemoryMap::translate_frontend_contiguous(uint64_t frontend_addr, uint64_t len) const noexcept {
+  if (len == 0 || range_wraps(frontend_addr, len)) return nullptr;
+  const MemoryRegion* region = find_frontend(frontend_addr);
+  if (region == nullptr || frontend_addr + (len - 1) > region->frontend_last()) return nullptr;
+  return region->host() + (frontend_addr - region->frontend_addr());
+}
+
+std::optional<uint64_t> GuestMemoryMap::frontend_to_guest(uint64_t frontend_addr) const noexcept {
+  const MemoryRegion* region = find_frontend(frontend_addr);
+  if (region == nullptr) return std::nullopt;
+  return region->guest_phys_addr() + (frontend_addr - region->frontend_addr());
+}
+
+}  // namespace uvhost::virtio

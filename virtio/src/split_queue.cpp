@@ -1,0 +1,223 @@
+// split_queue.cpp - device side of a split virtqueue: avail ring, used ring,
+// notification suppression.
+#include "uvhost/virtio/split_queue.h"
+
+#include <atomic>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "chain_walker.h"
+#include "uvhost/sync/misuse.h"
+#include "uvhost/virtio/detail/ring_access.h"
+
+namespace uvhost::virtio {
+
+using detail::ring_load;
+using detail::ring_store;
+
+namespace {
+
+constexpr bool aligned(uint64_t value, size_t alignment) noexcept { return (value & (alignment - 1)) == 0; }
+bool aligned(const std::byte* p, size_t alignment) noexcept {
+  return aligned(reinterpret_cast<uintptr_t>(p), alignment);
+}
+
+}  // namespace
+
+DeviceQueue::DeviceQueue(std::string name) : name_(std::move(name)), indirect_table_(64) {}
+
+void DeviceQueue::fail(QueueError error, const std::string& detail) {
+  if (is_broken()) return;
+  error_ = error;
+  spdlog::error("virtio queue '{}': {} ({}); queue is broken until reset", name_, to_string(error), detail);
+}
+
+void DeviceQueue::reset() {
+  config_ = QueueConfig{};
+  started_ = false;
+  error_ = QueueError::kNone;
+  desc_ = avail_ = used_ = nullptr;
+  rings_generation_ = 0;
+  index_mask_ = 0;
+  last_avail_ = avail_shadow_ = used_idx_ = published_used_ = signalled_used_ = 0;
+  signalled_valid_ = false;
+}
+
+bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory) {
+  if (is_broken()) return false;
+  config_ = config;
+  if (!is_valid_queue_size(config.size)) {
+    fail(QueueError::kBadQueueSize, fmt::format("size {}", config.size));
+    return false;
+  }
+  if (!aligned(config.desc_addr, kDescTableAlign) || !aligned(config.avail_addr, kAvailRingAlign) ||
+      !aligned(config.used_addr, kUsedRingAlign)) {
+    fail(QueueError::kRingMisaligned,
+         fmt::format("desc {:#x} avail {:#x} used {:#x}", config.desc_addr, config.avail_addr, config.used_addr));
+    return false;
+  }
+  index_mask_ = static_cast<uint16_t>(config.size - 1);
+  rings_generation_ = 0;
+  if (!resolve_rings(memory)) return false;
+  // relaxed: only we write used->idx; this picks up where a previous backend stopped.
+  used_idx_ = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_relaxed);
+  published_used_ = used_idx_;
+  signalled_valid_ = false;
+  avail_shadow_ = last_avail_;
+  started_ = true;
+  return true;
+}
+
+bool DeviceQueue::resolve_rings(const GuestMemoryMap& memory) {
+  const uint32_t size = config_.size;
+  const bool by_guest = config_.address_space == AddressSpace::kGuestPhysical;
+  auto translate = [&](uint64_t addr, size_t len) {
+    return by_guest ? memory.translate_contiguous(addr, len) : memory.translate_frontend_contiguous(addr, len);
+  };
+  std::byte* desc = translate(config_.desc_addr, desc_table_bytes(size));
+  std::byte* avail = translate(config_.avail_addr, avail_ring_bytes(size, config_.event_idx));
+  std::byte* used = translate(config_.used_addr, used_ring_bytes(size, config_.event_idx));
+  if (desc == nullptr || avail == nullptr || used == nullptr) {
+    fail(QueueError::kRingNotMapped, fmt::format("desc {:#x} avail {:#x} used {:#x} size {}{}", config_.desc_addr,
+                                                 config_.avail_addr, config_.used_addr, size,
+                                                 by_guest ? "" : " (frontend addresses)"));
+    return false;
+  }
+  // The guest addresses were checked in start(); the host pointers must be aligned too,
+  // or the atomic accesses below would be undefined (a region mapped at an odd offset).
+  if (!aligned(desc, kDescTableAlign) || !aligned(avail, kAvailRingAlign) || !aligned(used, kUsedRingAlign)) {
+    fail(QueueError::kRingMisaligned, "rings are misaligned in host memory (region mmap offset)");
+    return false;
+  }
+  desc_ = desc;
+  avail_ = avail;
+  used_ = used;
+  rings_generation_ = memory.generation();
+  return true;
+}
+
+bool DeviceQueue::usable(const GuestMemoryMap& memory) {
+  if (!started_ || is_broken()) return false;
+  if (memory.generation() == rings_generation_) [[likely]] return true;
+  return resolve_rings(memory);
+}
+
+void DeviceQueue::set_last_avail_index(uint16_t index) noexcept {
+  last_avail_ = index;
+  avail_shadow_ = index;
+}
+
+void DeviceQueue::set_used_index(uint16_t index) noexcept {
+  used_idx_ = index;
+  published_used_ = index;
+  signalled_valid_ = false;
+}
+
+uint16_t DeviceQueue::available(const GuestMemoryMap& memory) {
+  if (!usable(memory)) return 0;
+  // acquire: pairs with the driver's barrier before its avail->idx store, so the ring
+  // entries and descriptors of every chain up to this index are visible to the relaxed
+  // loads that follow. Once per batch: pop() reuses avail_shadow_ until it is used up.
+  const uint16_t avail_idx = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_acquire);
+  const auto pending = static_cast<uint16_t>(avail_idx - last_avail_);
+  if (pending > config_.size) {
+    fail(QueueError::kAvailIndexJump,
+         fmt::format("avail idx {} but last seen {} (queue size {})", avail_idx, last_avail_, config_.size));
+    return 0;
+  }
+  avail_shadow_ = avail_idx;
+  return pending;
+}
+
+bool DeviceQueue::pop(const GuestMemoryMap& memory, DescriptorChain& chain, ChainDirection direction) {
+  if (!usable(memory)) return false;
+  if (last_avail_ == avail_shadow_ && available(memory) == 0) return false;
+  // relaxed: ordered after the acquire load of avail->idx in available().
+  const uint16_t head = ring_load<uint16_t>(avail_ + avail_entry_offset(last_avail_ & index_mask_),
+                                            std::memory_order_relaxed);
+  std::string detail;
+  const detail::WalkContext context{memory, desc_, config_.size, config_.indirect_desc, direction, indirect_table_};
+  const QueueError error = detail::walk_chain(context, head, chain, detail);
+  if (error != QueueError::kNone) {
+    fail(error, fmt::format("avail entry {}: {}", last_avail_, detail));
+    return false;
+  }
+  ++last_avail_;
+  return true;
+}
+
+void DeviceQueue::unpop(uint16_t count) noexcept {
+  UVHOST_MISUSE_CHECK(count <= config_.size, "virtio: unpop() of more chains than the queue holds");
+  last_avail_ = static_cast<uint16_t>(last_avail_ - count);
+}
+
+void DeviceQueue::add_used(const GuestMemoryMap& memory, uint16_t head, uint32_t written_len) {
+  if (!usable(memory)) return;
+  UVHOST_MISUSE_CHECK(head < config_.size, "virtio: add_used() with a head that pop() cannot have returned");
+  std::byte* element = used_ + used_entry_offset(used_idx_ & index_mask_);
+  // relaxed: invisible to the driver until publish_used()'s release store of used->idx.
+  ring_store<uint32_t>(element, head, std::memory_order_relaxed);
+  ring_store<uint32_t>(element + 4, written_len, std::memory_order_relaxed);
+  ++used_idx_;
+}
+
+void DeviceQueue::publish_used(const GuestMemoryMap& memory) {
+  if (!usable(memory) || used_idx_ == published_used_) return;
+  // release: the used elements and the bytes written into the driver's buffers happen
+  // before the new index; pairs with the driver's read barrier after it loads used->idx.
+  ring_store<uint16_t>(used_ + kRingIdxOffset, used_idx_, std::memory_order_release);
+  published_used_ = used_idx_;
+}
+
+bool DeviceQueue::must_signal_guest(const GuestMemoryMap& memory) {
+  if (!usable(memory)) return false;
+  if (signalled_valid_ && published_used_ == signalled_used_) return false;
+  // Full fence: we stored used->idx and now load the driver's suppression field; the
+  // driver stores that field (re-enabling interrupts) and then loads used->idx. Without
+  // store-load ordering on both sides each could read the other's old value: the driver
+  // sleeps believing nothing was used, we skip the signal believing it is suppressed.
+  detail::full_barrier();
+  const uint16_t old_idx = signalled_used_;
+  const bool first = !signalled_valid_;
+  signalled_used_ = published_used_;
+  signalled_valid_ = true;
+  if (config_.event_idx) {
+    // relaxed: ordered by the fence above; a stale value only costs a spurious or a
+    // later signal, which the protocol tolerates (the driver re-checks after enabling).
+    const uint16_t used_event = ring_load<uint16_t>(avail_ + used_event_offset(config_.size), std::memory_order_relaxed);
+    return first || need_event(used_event, published_used_, old_idx);
+  }
+  // relaxed: as above.
+  const uint16_t flags = ring_load<uint16_t>(avail_ + kRingFlagsOffset, std::memory_order_relaxed);
+  return (flags & kAvailFlagNoInterrupt) == 0;
+}
+
+void DeviceQueue::disable_guest_kicks(const GuestMemoryMap& memory) {
+  if (!usable(memory)) return;
+  // With EVENT_IDX we simply stop advancing avail_event: the driver kicks only when it
+  // passes the value we wrote last, at most once. Without it, set NO_NOTIFY.
+  if (config_.event_idx) return;
+  // relaxed: an advisory flag; a kick the driver sends anyway is harmless.
+  ring_store<uint16_t>(used_ + kRingFlagsOffset, kUsedFlagNoNotify, std::memory_order_relaxed);
+}
+
+bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
+  if (!usable(memory)) return false;
+  if (config_.event_idx) {
+    // "Kick me when you publish the entry after the last one I consumed."
+    ring_store<uint16_t>(used_ + avail_event_offset(config_.size), last_avail_, std::memory_order_relaxed);
+  } else {
+    ring_store<uint16_t>(used_ + kRingFlagsOffset, uint16_t{0}, std::memory_order_relaxed);
+  }
+  // Full fence: store (kicks enabled) then load (avail->idx), while the driver stores
+  // avail->idx and then loads our flag/avail_event. Without store-load ordering the
+  // driver could see kicks still disabled and we could see no new buffers: both wait.
+  detail::full_barrier();
+  // relaxed: only compared here; pop() reloads avail->idx with acquire before use.
+  const uint16_t avail_idx = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
+  return avail_idx != last_avail_;
+}
+
+}  // namespace uvhost::virtio

@@ -1,0 +1,309 @@
+// split_queue_test.cpp - the device side driven by the driver side: basic round trips,
+// ring state, indirect chains, frontend addresses, and a property test over random
+// chain shapes and sizes (fixed seeds, printed on failure).
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_guest.h"
+#include "uvhost/virtio/detail/ring_access.h"
+#include "uvhost/virtio/split_queue.h"
+#include "uvhost/virtio/split_queue_driver.h"
+
+namespace uvhost::virtio {
+namespace {
+
+using testing::pattern;
+using testing::QueuePair;
+using testing::TestMemory;
+
+TEST(SplitQueue, EmptyQueuePopsNothing) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8});
+  DescriptorChain chain;
+  EXPECT_EQ(q.device.available(mem.map()), 0);
+  EXPECT_FALSE(q.device.pop(mem.map(), chain));
+  EXPECT_FALSE(q.device.is_broken());
+}
+
+TEST(SplitQueue, OneChainRoundTrip) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8});
+  const uint64_t out_buf = mem.alloc(100), in_buf = mem.alloc(50);
+  const auto payload = pattern(100, 1);
+  mem.write(out_buf, payload);
+  const DriverQueue::Buffer bufs[] = {{out_buf, 100, false}, {in_buf, 50, true}};
+  const auto head = q.driver.add_chain(bufs);
+  ASSERT_TRUE(head.has_value());
+  q.driver.publish();
+
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_EQ(chain.head, *head);
+  EXPECT_EQ(chain.descriptor_count, 2u);
+  ASSERT_EQ(chain.readable.total_bytes(), 100u);
+  ASSERT_EQ(chain.writable.total_bytes(), 50u);
+  std::vector<std::byte> got(100);
+  EXPECT_EQ(copy_from_pieces(chain.readable.pieces(), 0, got), 100u);
+  EXPECT_EQ(got, payload);
+  const auto reply = pattern(50, 2);
+  EXPECT_EQ(copy_to_pieces(chain.writable.pieces(), 0, reply), 50u);
+  q.device.add_used(mem.map(), chain.head, 50);
+  EXPECT_FALSE(q.driver.reap().has_value()) << "not visible before publish_used";
+  q.device.publish_used(mem.map());
+
+  const auto used = q.driver.reap();
+  ASSERT_TRUE(used.has_value());
+  EXPECT_EQ(used->id, *head);
+  EXPECT_EQ(used->len, 50u);
+  EXPECT_EQ(mem.read(in_buf, 50), reply);
+  EXPECT_EQ(q.driver.free_descriptors(), 8);
+}
+
+TEST(SplitQueue, IndirectChainAndMixedChain) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8, .indirect_desc = true});
+  const uint64_t a = mem.alloc(10), b = mem.alloc(20), c = mem.alloc(30);
+  const DriverQueue::Buffer bufs[] = {{a, 10, false}, {b, 20, false}, {c, 30, true}};
+  ASSERT_TRUE(q.driver.add_chain(bufs, /*indirect=*/true).has_value());
+  EXPECT_EQ(q.driver.free_descriptors(), 7) << "an indirect chain takes one ring descriptor";
+  q.driver.publish();
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_EQ(chain.readable.total_bytes(), 30u);
+  EXPECT_EQ(chain.writable.total_bytes(), 30u);
+  EXPECT_EQ(chain.descriptor_count, 4u);  // the pointer descriptor + 3 entries
+}
+
+TEST(SplitQueue, DirectDescriptorsFollowedByAnIndirectTable) {
+  // Spec: the device must handle normal chained descriptors followed by one indirect one.
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8, .indirect_desc = true});
+  const uint64_t hdr = mem.alloc(12), data = mem.alloc(64), table = mem.alloc(32);
+  q.driver.write_descriptor(0, Descriptor{hdr, 12, kDescFlagNext, 1});
+  q.driver.write_descriptor(1, Descriptor{table, 32, kDescFlagIndirect, 0});
+  std::byte* t = mem.host(table);
+  detail::store_descriptor(t, Descriptor{data, 60, kDescFlagNext, 1});
+  detail::store_descriptor(t + 16, Descriptor{data + 60, 4, 0, 0});
+  q.driver.write_avail_entry(0, 0);
+  q.driver.store_avail_index(1);
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_EQ(chain.readable.total_bytes(), 76u);
+  EXPECT_EQ(chain.readable.size(), 3u);
+}
+
+TEST(SplitQueue, UnalignedIndirectTableSpanningRegions) {
+  TestMemory mem(64 * 1024, 2);
+  QueuePair q(mem, DriverOptions{.size = 8, .indirect_desc = true});
+  const uint64_t data = mem.alloc(64);
+  const uint64_t table = mem.alloc_spanning(48, 23);  // entry 1 straddles the boundary, odd address
+  std::vector<std::byte> bytes(48);
+  const Descriptor entries[] = {{data, 8, kDescFlagNext, 1}, {data + 8, 8, kDescFlagNext, 2}, {data + 16, 8, 0, 0}};
+  std::memcpy(bytes.data(), entries, sizeof entries);
+  mem.write(table, bytes);
+  q.driver.write_descriptor(0, Descriptor{table, 48, kDescFlagIndirect, 0});
+  q.driver.write_avail_entry(0, 0);
+  q.driver.store_avail_index(1);
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain)) << to_string(q.device.error());
+  EXPECT_EQ(chain.readable.total_bytes(), 24u);
+  EXPECT_EQ(chain.readable[1].data, mem.host(data + 8));
+}
+
+TEST(SplitQueue, BufferSpanningTwoRegionsComesBackInTwoPieces) {
+  TestMemory mem(64 * 1024, 2);
+  QueuePair q(mem, DriverOptions{.size = 4});
+  const uint64_t buf = mem.alloc_spanning(100, 40);
+  const auto payload = pattern(100, 7);
+  mem.write(buf, payload);
+  const DriverQueue::Buffer bufs[] = {{buf, 100, false}};
+  ASSERT_TRUE(q.driver.add_chain(bufs).has_value());
+  q.driver.publish();
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  ASSERT_EQ(chain.readable.size(), 2u);
+  EXPECT_EQ(chain.readable[0].len, 40u);
+  EXPECT_EQ(chain.readable[1].len, 60u);
+  std::vector<std::byte> got(100);
+  copy_from_pieces(chain.readable.pieces(), 0, got);
+  EXPECT_EQ(got, payload);
+}
+
+TEST(SplitQueue, RingStateCanBeSavedAndRestored) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 4});
+  const uint64_t buf = mem.alloc(16);
+  const DriverQueue::Buffer bufs[] = {{buf, 16, false}};
+  DescriptorChain chain;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(q.driver.add_chain(bufs).has_value());
+    q.driver.publish();
+    ASSERT_TRUE(q.device.pop(mem.map(), chain));
+    q.device.add_used(mem.map(), chain.head, 0);
+    q.device.publish_used(mem.map());
+    ASSERT_TRUE(q.driver.reap().has_value());
+  }
+  ASSERT_TRUE(q.driver.add_chain(bufs).has_value());
+  q.driver.publish();
+  // GET_VRING_BASE, then a new backend instance: SET_VRING_BASE + start.
+  const uint16_t base = q.device.last_avail_index();
+  EXPECT_EQ(base, 3);
+  DeviceQueue restarted("restarted");
+  restarted.set_last_avail_index(base);
+  ASSERT_TRUE(restarted.start(q.driver.device_config(), mem.map()));
+  EXPECT_EQ(restarted.used_index(), 3) << "the used index continues from the ring";
+  ASSERT_TRUE(restarted.pop(mem.map(), chain));
+  EXPECT_FALSE(restarted.pop(mem.map(), chain));
+  restarted.reset();
+  EXPECT_FALSE(restarted.is_started());
+  EXPECT_EQ(restarted.last_avail_index(), 0);
+}
+
+TEST(SplitQueue, FrontendAddressesAreTranslatedAndMapChangesAreFollowed) {
+  TestMemory mem;
+  DriverOptions options{.size = 4};
+  const uint64_t ring = mem.alloc(DriverQueue::required_bytes(options), 4096);
+  DriverQueue driver(options, DriverRingArea{mem.host(ring), ring, DriverQueue::required_bytes(options)});
+  QueueConfig config = driver.device_config();
+  config.address_space = AddressSpace::kFrontendVirtual;
+  config.desc_addr += TestMemory::kFrontendDelta;
+  config.avail_addr += TestMemory::kFrontendDelta;
+  config.used_addr += TestMemory::kFrontendDelta;
+  DeviceQueue device("frontend");
+  ASSERT_TRUE(device.start(config, mem.map()));
+  const uint64_t buf = mem.alloc(16);
+  const DriverQueue::Buffer bufs[] = {{buf, 16, false}};
+  ASSERT_TRUE(driver.add_chain(bufs).has_value());
+  driver.publish();
+  DescriptorChain chain;
+  ASSERT_TRUE(device.pop(mem.map(), chain));
+
+  // A second map over the same bytes (a new SET_MEM_TABLE): the queue re-translates.
+  std::vector<std::unique_ptr<MemoryRegion>> regions;
+  const MemoryRegion& r = mem.map().region(0);
+  regions.push_back(MemoryRegion::borrow(r.guest_phys_addr(), r.frontend_addr(), {r.host(), r.size()}));
+  auto second = GuestMemoryMap::create(std::move(regions));
+  ASSERT_TRUE(driver.add_chain(bufs).has_value());
+  driver.publish();
+  ASSERT_TRUE(device.pop(*second, chain));
+  EXPECT_FALSE(device.is_broken());
+}
+
+// Property test: random chain shapes and sizes, checked byte for byte both ways.
+struct PropertyParams {
+  uint16_t size;
+  bool event_idx;
+  bool indirect;
+};
+
+class SplitQueueProperty : public ::testing::TestWithParam<PropertyParams> {};
+
+TEST_P(SplitQueueProperty, RandomChainsRoundTrip) {
+  const PropertyParams params = GetParam();
+  for (uint32_t round = 0; round < 20; ++round) {
+    const uint32_t seed = 1000u * params.size + round * 7u + (params.event_idx ? 1u : 0u) + (params.indirect ? 2u : 0u);
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << " size " << params.size << " event_idx "
+                                      << params.event_idx << " indirect " << params.indirect);
+    std::mt19937 rng(seed);
+    TestMemory mem(256 * 1024, 4);
+    QueuePair q(mem, DriverOptions{.size = params.size, .event_idx = params.event_idx,
+                                   .indirect_desc = params.indirect, .max_indirect_entries = 8,
+                                   .initial_index = static_cast<uint16_t>(rng())});
+    struct Expected {
+      uint16_t head;
+      std::vector<std::byte> readable;
+      std::vector<DriverQueue::Buffer> writable;
+      uint32_t writable_bytes;
+    };
+    std::deque<Expected> in_flight;
+    struct Reply {
+      uint16_t head;
+      std::vector<std::byte> bytes;
+      std::vector<DriverQueue::Buffer> layout;  // the chain's writable buffers
+    };
+    std::deque<Reply> replies;
+    DescriptorChain chain;
+    uint32_t completed = 0;
+    for (int step = 0; step < 150; ++step) {
+      // Driver: add a random number of random chains.
+      const int to_add = static_cast<int>(rng() % 4);
+      for (int i = 0; i < to_add; ++i) {
+        const size_t max_buffers = std::min<size_t>(8, params.size);
+        const size_t n = 1 + rng() % max_buffers;
+        const size_t readable = rng() % (n + 1);
+        std::vector<DriverQueue::Buffer> bufs;
+        Expected e{};
+        for (size_t b = 0; b < n; ++b) {
+          const auto len = static_cast<uint32_t>(1 + rng() % 300);
+          const bool span = rng() % 16 == 0 && mem.can_span(len);
+          const uint64_t gpa = span ? mem.alloc_spanning(len, 1 + rng() % len) : mem.alloc(len, 1);
+          bufs.push_back({gpa, len, b >= readable});
+          if (b < readable) {
+            const auto bytes = pattern(len, static_cast<uint32_t>(rng()));
+            mem.write(gpa, bytes);
+            e.readable.insert(e.readable.end(), bytes.begin(), bytes.end());
+          } else {
+            e.writable.push_back(bufs.back());
+            e.writable_bytes += len;
+          }
+        }
+        const bool indirect = params.indirect && rng() % 2 == 0;
+        const auto head = q.driver.add_chain(bufs, indirect);
+        if (!head) break;  // ring full
+        e.head = *head;
+        in_flight.push_back(std::move(e));
+      }
+      if (rng() % 2 == 0) q.driver.publish();
+      // Device: pop a random number, fill writable parts, return them.
+      const int to_pop = static_cast<int>(rng() % 5);
+      for (int i = 0; i < to_pop && q.device.pop(q.mem.map(), chain); ++i) {
+        ASSERT_FALSE(in_flight.empty());
+        const Expected& e = in_flight.front();
+        ASSERT_EQ(chain.head, e.head);
+        ASSERT_EQ(chain.readable.total_bytes(), e.readable.size());
+        ASSERT_EQ(chain.writable.total_bytes(), e.writable_bytes);
+        std::vector<std::byte> got(e.readable.size());
+        copy_from_pieces(chain.readable.pieces(), 0, got);
+        ASSERT_EQ(got, e.readable);
+        const uint32_t written = e.writable_bytes == 0 ? 0 : static_cast<uint32_t>(1 + rng() % e.writable_bytes);
+        auto reply = pattern(written, static_cast<uint32_t>(rng()));
+        copy_to_pieces(chain.writable.pieces(), 0, reply);
+        q.device.add_used(mem.map(), chain.head, written);
+        replies.push_back(Reply{chain.head, std::move(reply), e.writable});
+        in_flight.pop_front();
+      }
+      if (rng() % 2 == 0) q.device.publish_used(mem.map());
+      // Driver: reap what was published.
+      while (auto used = q.driver.reap()) {
+        ASSERT_FALSE(replies.empty());
+        const Reply& r = replies.front();
+        ASSERT_EQ(used->id, r.head);
+        ASSERT_EQ(used->len, r.bytes.size());
+        size_t offset = 0;
+        for (const auto& buf : r.layout) {
+          const size_t n = std::min<size_t>(buf.len, r.bytes.size() - offset);
+          const auto begin = r.bytes.begin() + static_cast<std::ptrdiff_t>(offset);
+          ASSERT_EQ(mem.read(buf.guest_addr, n), std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(n)));
+          offset += n;
+        }
+        replies.pop_front();
+        ++completed;
+      }
+    }
+    EXPECT_FALSE(q.device.is_broken()) << to_string(q.device.error());
+    EXPECT_GT(completed, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SplitQueueProperty,
+                         ::testing::Values(PropertyParams{1, false, false}, PropertyParams{2, true, true},
+                                           PropertyParams{8, false, true}, PropertyParams{16, true, false},
+                                           PropertyParams{64, true, true}, PropertyParams{256, false, true}));
+
+}  // namespace
+}  // namespace uvhost::virtio
