@@ -181,7 +181,6 @@ bool WorkQueue::drain_once() {
 }
 
 void WorkQueue::run_chain(WorkItem* first) {
-  uint64_t runs = 0;
   for (WorkItem* item = first; item != nullptr;) {
     // Read everything we need before clearing the bit: after the clear a
     // producer may re-queue the item (rewriting next_), and after fn_() a flush
@@ -193,12 +192,14 @@ void WorkQueue::run_chain(WorkItem* first) {
     // before a re-queuer's writes to it.
     item->queued_.exchange(false, std::memory_order_acq_rel);
     item->fn_();
-    if (counted) ++runs;
+    if (counted) {
+      // relaxed: only the worker writes it. Counted right after each run, not once
+      // per chain: a flush marker later in this chain releases its waiter, and
+      // stats() read after flush() must include every run before the marker (the
+      // marker's release/acquire hand-off carries this store with it).
+      items_run_.store(items_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     item = next;
-  }
-  if (runs != 0) {
-    // relaxed: only the worker writes it; readers want a monotonic count.
-    items_run_.store(items_run_.load(std::memory_order_relaxed) + runs, std::memory_order_relaxed);
   }
 }
 
