@@ -170,13 +170,15 @@ std::optional<UsedElement> DriverQueue::reap() {
   // acquire: pairs with the device's release store of used->idx; the element and the
   // bytes the device wrote into our buffers are visible after it.
   const uint16_t used_idx = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_acquire);
-  if (used_idx == last_used_) return std::nullopt;
+  if (used_idx == last_used_ || device_misbehaved_) return std::nullopt;
   const std::byte* element = used_ + used_entry_offset(last_used_ & (options_.size - 1u));
   UsedElement used{ring_load<uint32_t>(element, std::memory_order_relaxed),
                    ring_load<uint32_t>(element + 4, std::memory_order_relaxed)};
-  UVHOST_MISUSE_CHECK(used.id < options_.size && head_in_flight_[used.id] != 0,
-                      "virtio driver: device returned a descriptor that is not in flight");
-  if (used.id >= options_.size || head_in_flight_[used.id] == 0) return std::nullopt;  // release builds
+  if (used.id >= options_.size || head_in_flight_[used.id] == 0) {
+    // A device bug or a hostile backend: never free a chain we did not hand out.
+    device_misbehaved_ = true;
+    return std::nullopt;
+  }
   ++last_used_;
   head_in_flight_[used.id] = 0;
   --in_flight_;

@@ -307,3 +307,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitQueueProperty,
 
 }  // namespace
 }  // namespace uvhost::virtio
+
+namespace uvhost::virtio::testing {
+namespace {
+// The driver side does not trust the device either: a used entry naming a chain that
+// is not in flight is not freed; reaping stops and device_misbehaved() reports it.
+TEST(SplitQueueDriver, UsedIdNotInFlightStopsReaping) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8});
+  const uint64_t buf = mem.alloc(64);
+  const DriverQueue::Buffer bufs[] = {{buf, 64, true}};
+  const auto head = q.driver.add_chain(bufs);
+  ASSERT_TRUE(head.has_value());
+  q.driver.publish();
+  const uint16_t bogus_id = static_cast<uint16_t>((*head + 3) % 8);
+  const uint64_t used = q.driver.device_config().used_addr;
+  const uint32_t element[2] = {bogus_id, 64};
+  mem.write(used + 4, std::as_bytes(std::span(element)));
+  const uint16_t idx = 1;
+  mem.write(used + 2, std::as_bytes(std::span(&idx, 1)));
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_TRUE(q.driver.device_misbehaved());
+  EXPECT_EQ(q.driver.in_flight(), 1) << "the real chain stays in flight, nothing freed";
+  EXPECT_FALSE(q.driver.reap().has_value()) << "reaping stays stopped";
+}
+}  // namespace
+}  // namespace uvhost::virtio::testing

@@ -8,9 +8,11 @@
 //    (direct or indirect), publish them, kick the device when its suppression state
 //    asks for it, reap used entries, enable/disable used-buffer interrupts.
 //  - It is the trusted side: it is used by tests and by our own embedded frontend, so
-//    misuse (adding more than fits, reaping an id that was not in flight) aborts via a
-//    misuse check rather than being handled gracefully. What it reads from the used
-//    ring is still checked (id range, in flight): a buggy device must not corrupt it.
+//    misuse by its caller (adding more than fits) aborts via a misuse check rather
+//    than being handled gracefully. The device is a peer we do not trust: what reap()
+//    reads from the used ring is checked (id range, in flight); a used entry that
+//    fails the check stops reaping for good and device_misbehaved() turns true, so
+//    the owner (e.g. the embedded frontend) can report it and give up on the device.
 //  - Memory orders, mirror images of the device side: descriptors and avail entries are
 //    stored relaxed, avail->idx with release (publish); used->idx is loaded with
 //    acquire before used elements are read (reap); a full fence sits between the
@@ -72,8 +74,11 @@ class DriverQueue {
   // if its suppression state asks for it. Returns whether it kicked.
   bool publish();
 
-  // Next used entry, if the device published one.
+  // Next used entry, if the device published one. nullopt as well once the device
+  // returned a bad entry (see device_misbehaved()).
   std::optional<UsedElement> reap();
+  // True once the device returned a used id out of range or not in flight.
+  bool device_misbehaved() const noexcept { return device_misbehaved_; }
 
   // Used-buffer interrupt suppression (VIRTQ_AVAIL_F_NO_INTERRUPT, or used_event).
   void disable_interrupts();
@@ -116,6 +121,7 @@ class DriverQueue {
   uint16_t published_avail_ = 0;  // avail->idx as stored last
   uint16_t last_used_ = 0;        // next used entry to reap
   bool interrupts_enabled_ = true;
+  bool device_misbehaved_ = false;
   uint32_t kicks_ = 0;
 };
 
