@@ -5,7 +5,7 @@
 # Usage: scripts/run-fuzzers.sh [seconds-per-fuzzer]   (default 60)
 # Environment: UVHOST_FUZZ_BUILD_DIR (default build/fuzz), UVHOST_FUZZ_JOBS (default 2),
 #              UVHOST_FUZZ_ARGS (extra libFuzzer flags, e.g. -runs=10000000).
-# Each fuzzer starts from its seed corpus (virtio/fuzz/corpus/, read-only here) and
+# Each fuzzer starts from its seed corpus (<layer>/fuzz/corpus/, read-only here) and
 # writes new inputs to a scratch corpus under the build dir; crash inputs land in
 # <build dir>/fuzz-artifacts/.
 set -euo pipefail
@@ -18,6 +18,7 @@ jobs="${UVHOST_FUZZ_JOBS:-2}"
 # name of the target : its seed corpus
 fuzzers=(
   "virtio_device_fuzz:virtio/fuzz/corpus"
+  "vhost_user_message_fuzz:vhost-user/fuzz/corpus"
 )
 
 echo "=== fuzz: configure and build (${build_dir})"

@@ -16,6 +16,7 @@ PACKAGES=(
   spin          # model checker for the work queue's wake-up protocol
   clang libclang-rt-14-dev   # libFuzzer targets (fuzz preset) with ASan+UBSan
   valgrind      # callgrind instruction counts (stable benchmark figure)
+  dpdk-dev      # dpdk-testpmd: the vhost-user interop peer (tests/interop)
 )
 
 missing=()

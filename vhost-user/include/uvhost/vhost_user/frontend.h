@@ -1,0 +1,178 @@
+// frontend.h - an embedded vhost-user frontend for virtio-net: plays the VM's side
+// (like DPDK's virtio_user) against any vhost-user backend socket.
+//
+// Contract
+// --------
+//  What it does
+//  - Frontend::start() takes a connected socket (ours: connect_unix / a Listener's
+//    accept) and brings the device up in the order the spec (QEMU's
+//    docs/interop/vhost-user.rst) asks of a frontend:
+//      GET_FEATURES; if the backend offers VHOST_USER_F_PROTOCOL_FEATURES:
+//      GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES (and GET_QUEUE_NUM with MQ);
+//      SET_OWNER; SET_FEATURES; SET_MEM_TABLE (one memfd region, fd by SCM_RIGHTS);
+//      per vring: SET_VRING_NUM, SET_VRING_BASE, SET_VRING_ADDR, SET_VRING_CALL,
+//      SET_VRING_KICK (the kick fd starts the ring, so it comes last); then
+//      SET_VRING_ENABLE 1 per vring when protocol features were negotiated (rings
+//      start disabled then).
+//  - Guest memory: one memfd (MAP_SHARED), holding every ring and every packet buffer;
+//    guest physical addresses start at options.guest_phys_base, frontend addresses are
+//    our own virtual addresses (what SET_VRING_ADDR carries).
+//  - Queues: per queue pair p, RX is vring 2p and TX is vring 2p+1, each a virtio
+//    DriverQueue. TX buffers are one descriptor each (virtio_net_hdr + frame); RX
+//    buffers are one device-writable descriptor each, all posted at start and reposted
+//    as soon as they are reaped. With MRG_RXBUF a packet may span several buffers
+//    (num_buffers in its header); without it, one packet per buffer.
+//  - Notifications: kicks go through the kick eventfd and honour the device's
+//    suppression (VRING_USED_F_NO_NOTIFY or avail_event); call eventfds are given for
+//    every vring; wait_rx() / wait_tx_space() sleep on them, poll_rx() / reap_tx() never
+//    block (busy-polling callers just call those).
+//  - REPLY_ACK: when negotiated, every request without a reply of its own asks for one
+//    (NEED_REPLY) and a nonzero ack fails the step.
+//  - stop(): SET_VRING_ENABLE 0 (if negotiated), GET_VRING_BASE per vring (which stops
+//    it), then closes the socket. The destructor closes without the messages.
+//
+//  What it trusts and what not
+//  - The backend is not trusted: each reply is checked (parse_reply: version, REPLY bit,
+//    request, size, no fds), a reply must arrive within options.reply_timeout, features
+//    beyond what we asked are never used, GET_VRING_BASE must answer for the vring
+//    asked, and every used entry is checked (length within the buffer, at least a
+//    header, num_buffers within what is posted). A violation marks the frontend broken
+//    (error() says why); nothing is sent or received after that.
+//    Caveat: virtio::DriverQueue::reap() treats a used id that is not in flight as
+//    misuse (abort in debug builds, ignored in release builds).
+//  - Threading: one thread at a time, like DriverQueue.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "uvhost/vhost_user/connection.h"
+#include "uvhost/vhost_user/features.h"
+#include "uvhost/virtio/net_header.h"
+
+namespace uvhost::vhost_user {
+
+struct FrontendOptions {
+  uint16_t queue_size = 256;     // per vring; a power of two
+  uint32_t queue_pairs = 1;      // > 1 needs VIRTIO_NET_F_MQ and protocol MQ
+  uint32_t buffer_size = 2048;   // bytes per TX/RX buffer, header included
+  // Asked for; the negotiated set is this AND what the backend offers.
+  uint64_t features = feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx |
+                      feature::kProtocolFeatures;
+  uint64_t protocol_features = protocol::kReplyAck | protocol::kMq;
+  std::chrono::milliseconds reply_timeout{5000};
+  uint64_t guest_phys_base = 0;
+};
+
+// A received packet, valid only during the poll_rx callback.
+struct RxPacket {
+  virtio::NetHeader header;
+  std::span<const std::byte> frame;  // the Ethernet frame, header stripped
+  uint32_t queue_pair = 0;
+};
+
+struct FrontendStats {
+  uint64_t tx_packets = 0, tx_kicks = 0, tx_full = 0;
+  uint64_t rx_packets = 0, rx_buffers = 0, rx_calls_waited = 0;
+};
+
+struct FrontendQueuePair;  // frontend_queue.h: one RX and one TX DriverQueue
+
+class Frontend {
+ public:
+  // Runs the handshake on `connection`. nullptr on failure, with `error` set (the
+  // connection is closed then).
+  static std::unique_ptr<Frontend> start(Connection connection, const FrontendOptions& options,
+                                         std::string& error);
+
+  ~Frontend();
+  Frontend(const Frontend&) = delete;
+  Frontend& operator=(const Frontend&) = delete;
+
+  // ---- transmit (TX vring 2p+1) ----
+  // Copies header + frame into a free TX buffer and adds it, unpublished. false when
+  // the ring is full (even after reaping completions), the frame does not fit in a
+  // buffer, or the frontend is broken.
+  bool enqueue_tx(std::span<const std::byte> frame, uint32_t pair = 0, const virtio::NetHeader& header = {});
+  // Publishes what was enqueued; kicks if the device asks for it.
+  void flush_tx(uint32_t pair = 0);
+  bool send(std::span<const std::byte> frame, uint32_t pair = 0) {
+    if (!enqueue_tx(frame, pair)) return false;
+    flush_tx(pair);
+    return true;
+  }
+  // Reaps TX completions (frees buffers). Returns how many.
+  size_t reap_tx(uint32_t pair = 0);
+  // Sleeps on the TX call fd until a completion frees room (or timeout). true if room.
+  bool wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair = 0);
+  uint16_t tx_in_flight(uint32_t pair = 0) const;
+
+  // ---- receive (RX vring 2p) ----
+  // Hands up to `max` received packets to `on_packet`, reposts their buffers, returns
+  // how many. Never blocks.
+  size_t poll_rx(const std::function<void(const RxPacket&)>& on_packet, size_t max = SIZE_MAX, uint32_t pair = 0);
+  // Sleeps on the RX call fd until something was received (or timeout); true if so.
+  bool wait_rx(std::chrono::milliseconds timeout, uint32_t pair = 0);
+
+  // ---- teardown ----
+  // GET_VRING_BASE for every vring (after SET_VRING_ENABLE 0 when negotiated), then
+  // closes the socket. false (error() set) if the backend misbehaved on the way; the
+  // socket is closed either way.
+  bool stop();
+
+  bool broken() const noexcept { return !error_.empty(); }
+  const std::string& error() const noexcept { return error_; }
+  uint64_t features() const noexcept { return features_; }
+  uint64_t protocol_features() const noexcept { return protocol_features_; }
+  size_t net_header_size() const noexcept { return header_size_; }
+  uint32_t queue_pairs() const noexcept { return options_.queue_pairs; }
+  const FrontendStats& stats() const noexcept { return stats_; }
+
+ private:
+  Frontend(Connection connection, const FrontendOptions& options);
+
+  // The steps of start(); each returns false with error_ set.
+  bool negotiate();
+  bool setup_memory();
+  bool setup_vrings();
+  bool enable_vrings(bool enable);
+
+  // One request. With a reply kind, waits for and checks the reply; without one, asks
+  // for an ack when REPLY_ACK is negotiated and checks it.
+  bool request(Request request, const Payload& payload, std::span<const int> fds = {});
+  bool request_u64(Request request, const Payload& payload, uint64_t& reply);
+  bool request_vring_state(Request request, const Payload& payload, VringState& reply);
+  bool await_reply(Request expected, ReplyKind kind, Payload& reply);
+  bool fail(std::string why);
+
+  Connection connection_;
+  FrontendOptions options_;
+  uint64_t features_ = 0;
+  uint64_t protocol_features_ = 0;
+  size_t header_size_ = virtio::kNetHeaderSizeMrg;
+  bool mrg_rxbuf_ = false;
+
+  // Guest memory: one shared memfd mapping.
+  UniqueFd memfd_;
+  std::byte* memory_ = nullptr;
+  size_t memory_bytes_ = 0;
+
+  std::vector<std::unique_ptr<FrontendQueuePair>> pairs_;
+  FrontendStats stats_;
+  std::string error_;
+};
+
+// Client mode: connects to a listening backend (retrying until `total` passes) and
+// starts. Server mode: binds `path`, waits up to `accept_timeout` for the backend.
+std::unique_ptr<Frontend> connect_frontend(const std::string& path, const FrontendOptions& options,
+                                           std::chrono::milliseconds total, std::string& error);
+std::unique_ptr<Frontend> listen_frontend(const std::string& path, const FrontendOptions& options,
+                                          std::chrono::milliseconds accept_timeout, std::string& error);
+
+}  // namespace uvhost::vhost_user

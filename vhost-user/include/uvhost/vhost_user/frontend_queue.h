@@ -1,0 +1,59 @@
+// frontend_queue.h - the per-queue-pair state of the embedded frontend (frontend.h):
+// an RX and a TX virtio::DriverQueue with their eventfds and packet buffers.
+//
+// Contract
+// --------
+//  - Internal to the frontend; public only so that frontend.cpp and frontend_queue.cpp
+//    share it. Every buffer lives in the frontend's shared memfd: `slot` i of a vring
+//    is the buffer at buffers_host + i * buffer_size (guest address buffers_guest + ...).
+//  - A head handed out by DriverQueue maps to the slot its single descriptor points at
+//    (slot_of_head); kNoSlot marks heads the device does not own.
+//  - An RX packet that spans several buffers (MRG_RXBUF) is assembled in `assembly`
+//    across poll_rx calls if the device has published only part of it so far.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/virtio/net_header.h"
+#include "uvhost/virtio/split_queue_driver.h"
+
+namespace uvhost::vhost_user {
+
+struct FrontendVring {
+  static constexpr uint16_t kNoSlot = 0xffff;
+
+  uint32_t index = 0;  // vring number on the wire
+  std::unique_ptr<virtio::DriverQueue> queue;
+  UniqueFd kick;
+  UniqueFd call;
+  std::byte* ring_host = nullptr;
+  size_t ring_bytes = 0;
+  std::byte* buffers_host = nullptr;
+  uint64_t buffers_guest = 0;
+  std::vector<uint16_t> slot_of_head;
+
+  std::byte* slot_host(uint16_t slot, uint32_t buffer_size) const noexcept {
+    return buffers_host + size_t{slot} * buffer_size;
+  }
+  uint64_t slot_guest(uint16_t slot, uint32_t buffer_size) const noexcept {
+    return buffers_guest + uint64_t{slot} * buffer_size;
+  }
+};
+
+struct FrontendQueuePair {
+  FrontendVring rx;
+  FrontendVring tx;
+  std::vector<uint16_t> tx_free_slots;
+  bool tx_unpublished = false;
+
+  // MRG_RXBUF assembly of a packet spread over several buffers.
+  std::vector<std::byte> assembly;
+  virtio::NetHeader assembly_header;
+  uint16_t assembly_remaining = 0;
+};
+
+}  // namespace uvhost::vhost_user

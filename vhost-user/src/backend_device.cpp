@@ -1,0 +1,388 @@
+// backend_device.cpp - the vhost-user backend state machine (see backend_device.h).
+#include "uvhost/vhost_user/backend_device.h"
+
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "uvhost/vhost_user/features.h"
+
+namespace uvhost::vhost_user {
+
+namespace {
+
+// Virtio split rings: a power of two up to 32768 (virtio 1.2, 2.7).
+constexpr uint32_t kMaxRingSize = 32768;
+// Ethernet minimum MTU that virtio-net allows (VIRTIO_NET_F_MTU: "at least 68").
+constexpr uint64_t kMinMtu = 68;
+constexpr uint64_t kMaxMtu = 65535;
+constexpr uint32_t kMaxQueuePairs = 128;  // vring indexes fit the 8-bit index of SET_VRING_KICK
+
+bool is_power_of_two(uint32_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+}  // namespace
+
+BackendDevice::BackendDevice(Connection connection, DatapathHooks& hooks, DeviceOptions options)
+    : connection_(std::move(connection)),
+      hooks_(hooks),
+      options_(std::move(options)),
+      slots_(options_.max_mem_slots) {
+  if (options_.queue_pairs == 0 || options_.queue_pairs > kMaxQueuePairs) {
+    spdlog::warn("{}: {} queue pairs out of range 1..{}, using 1", options_.name, options_.queue_pairs, kMaxQueuePairs);
+    options_.queue_pairs = 1;
+  }
+  memory_ = std::make_unique<virtio::GuardedGuestMemory>(options_.memory_policy, virtio::GuestMemoryMap::create({}));
+  vrings_.resize(queue_count());
+}
+
+BackendDevice::~BackendDevice() { stop_all(); }
+
+uint64_t BackendDevice::offered_features() const noexcept { return offered_net_features(options_.queue_pairs); }
+
+BackendDevice::Progress BackendDevice::handle_one() {
+  if (!connection_.is_open()) return Progress::kClosed;
+  ReceiveResult received = connection_.receive();
+  switch (received.status) {
+    case ReceiveStatus::kMessage: return handle(std::move(received.message));
+    case ReceiveStatus::kClosed:
+      spdlog::info("{}: frontend closed the connection", options_.name);
+      close_reason_ = "frontend closed the connection";
+      stop_all();
+      connection_.close();
+      return Progress::kClosed;
+    case ReceiveStatus::kError: break;
+  }
+  return close_with(received.error);
+}
+
+BackendDevice::Progress BackendDevice::handle(RawMessage raw) {
+  if (!connection_.is_open()) return Progress::kClosed;
+  ParseResult parsed = parse_request(std::move(raw), ParseLimits{queue_count()});
+  if (const auto* error = std::get_if<ParseError>(&parsed)) {
+    return refuse(error->request, error->flags, error->reason);
+  }
+  Message& message = std::get<Message>(parsed);
+  spdlog::debug("{}: {}", options_.name, to_string(message.request));
+  Outcome outcome = dispatch(message);
+  if (!outcome.ok) {
+    return refuse(static_cast<uint32_t>(message.request), message.flags,
+                  fmt::format("{}: {}", to_string(message.request), outcome.reason));
+  }
+  if (outcome.reply) {
+    if (!send_reply(message.request, *outcome.reply)) return Progress::kClosed;
+  } else if (message.need_reply() && has_protocol(protocol::kReplyAck)) {
+    if (!send_reply(message.request, uint64_t{0})) return Progress::kClosed;
+  }
+  return Progress::kContinue;
+}
+
+BackendDevice::Progress BackendDevice::refuse(uint32_t request, uint32_t flags, const std::string& reason) {
+  // REPLY_ACK lets the frontend learn of a failure and go on; without it the spec gives
+  // no way to say "no", so the connection ends. A message whose version is wrong is
+  // not vhost-user at all: no reply to it.
+  const bool may_answer = (flags & kFlagNeedReply) != 0 && (flags & kVersionMask) == kVersion1 &&
+                          has_protocol(protocol::kReplyAck);
+  if (!may_answer) return close_with(reason);
+  spdlog::warn("{}: refused: {}", options_.name, reason);
+  if (!send_reply(static_cast<Request>(request), uint64_t{1})) return Progress::kClosed;
+  return Progress::kContinue;
+}
+
+BackendDevice::Progress BackendDevice::close_with(std::string reason) {
+  spdlog::error("{}: closing the connection: {}", options_.name, reason);
+  close_reason_ = std::move(reason);
+  stop_all();
+  connection_.close();
+  return Progress::kClosed;
+}
+
+bool BackendDevice::send_reply(Request request, const Payload& payload) {
+  const std::vector<std::byte> bytes = encode_reply(request, payload);
+  const SendResult sent = connection_.send(bytes);
+  if (!sent.ok) {
+    close_with(fmt::format("cannot send the reply to {}: {}", to_string(request), sent.error));
+    return false;
+  }
+  return true;
+}
+
+BackendDevice::Outcome BackendDevice::require_protocol(uint64_t bit, const char* name) const {
+  if (has_protocol(bit)) return {};
+  return fail(fmt::format("protocol feature {} not negotiated", name));
+}
+
+BackendDevice::Outcome BackendDevice::dispatch(Message& message) {
+  const Payload& payload = message.payload;
+  switch (message.request) {
+    case Request::kGetFeatures: return Outcome{true, {}, Payload{offered_features()}};
+    case Request::kSetFeatures: return on_set_features(std::get<uint64_t>(payload));
+    case Request::kSetOwner:
+      // QEMU sends SET_OWNER once per vhost_dev, i.e. once per queue pair on one socket.
+      owner_set_ = true;
+      return {};
+    case Request::kResetOwner:
+      // Deprecated; the spec recommends ignoring it or disabling all rings. We stop them.
+      stop_all();
+      return {};
+    case Request::kGetProtocolFeatures: return Outcome{true, {}, Payload{protocol::kImplemented}};
+    case Request::kSetProtocolFeatures: return on_set_protocol_features(std::get<uint64_t>(payload));
+    case Request::kGetQueueNum: {
+      if (Outcome gate = require_protocol(protocol::kMq, "MQ"); !gate.ok) return gate;
+      // Queue pairs, as QEMU compares it with its "queues=" (pairs) and DPDK answers.
+      return Outcome{true, {}, Payload{uint64_t{options_.queue_pairs}}};
+    }
+    case Request::kSetMemTable: return on_set_mem_table(message);
+    case Request::kGetMaxMemSlots: {
+      if (Outcome gate = require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
+      return Outcome{true, {}, Payload{uint64_t{options_.max_mem_slots}}};
+    }
+    case Request::kAddMemReg: return on_add_mem_reg(message);
+    case Request::kRemMemReg: return on_rem_mem_reg(std::get<SingleRegion>(payload));
+    case Request::kSetLogBase: return on_set_log_base(message);
+    case Request::kSetLogFd:
+      log_eventfd_ = std::move(message.fds.at(0));
+      return {};
+    case Request::kSetVringNum: return on_set_vring_num(std::get<VringState>(payload));
+    case Request::kSetVringAddr: return on_set_vring_addr(std::get<VringAddress>(payload));
+    case Request::kSetVringBase: return on_set_vring_base(std::get<VringState>(payload));
+    case Request::kGetVringBase: return on_get_vring_base(std::get<VringState>(payload));
+    case Request::kSetVringKick:
+    case Request::kSetVringCall:
+    case Request::kSetVringErr: return on_set_vring_fd(message.request, std::get<VringFd>(payload), message);
+    case Request::kSetVringEnable: return on_set_vring_enable(std::get<VringState>(payload));
+    case Request::kNetSetMtu: return on_net_set_mtu(std::get<uint64_t>(payload));
+    case Request::kSetStatus: return on_set_status(std::get<uint64_t>(payload));
+    case Request::kGetStatus: {
+      if (Outcome gate = require_protocol(protocol::kStatus, "STATUS"); !gate.ok) return gate;
+      return Outcome{true, {}, Payload{uint64_t{status_}}};
+    }
+    case Request::kSendRarp: return on_send_rarp(std::get<uint64_t>(payload));
+    default: break;
+  }
+  // The parser lets through only the requests above; this is a guard against drift.
+  return fail("not implemented");
+}
+
+BackendDevice::Outcome BackendDevice::on_set_features(uint64_t features) {
+  const uint64_t unknown = features & ~offered_features();
+  if (unknown != 0) return fail(fmt::format("features {:#x} were not offered", unknown));
+  // A running ring was started with EVENT_IDX/INDIRECT as negotiated then; only the
+  // log switch may change under it (migration turns VHOST_F_LOG_ALL on and off).
+  for (const RingControl& ring : vrings_) {
+    if (ring.started && ((features ^ acked_features_) & ~feature::kLogAll) != 0) {
+      return fail("only VHOST_F_LOG_ALL may change while rings run");
+    }
+  }
+  acked_features_ = features;
+  hooks_.features_changed(features);
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_protocol_features(uint64_t features) {
+  const uint64_t unknown = features & ~protocol::kImplemented;
+  if (unknown != 0) return fail(fmt::format("protocol features {:#x} were not offered", unknown));
+  protocol_features_ = features;
+  return {};
+}
+
+void BackendDevice::publish_memory(std::unique_ptr<virtio::GuestMemoryMap> map) {
+  // Waits (RCU: a grace period) until no datapath reader can still see the old map,
+  // then unmaps it; readers are never blocked by this.
+  memory_->replace(std::move(map));
+  hooks_.memory_changed();
+}
+
+BackendDevice::Outcome BackendDevice::on_set_mem_table(Message& message) {
+  const auto& table = std::get<MemoryTable>(message.payload);
+  std::vector<MemorySlot> slots;
+  slots.reserve(table.count);
+  for (uint32_t i = 0; i < table.count; ++i) slots.push_back(MemorySlot{table.regions[i], std::move(message.fds[i])});
+  std::string error;
+  auto map = slots_.replace(std::move(slots), error);
+  if (!map) return fail(error);
+  publish_memory(std::move(map));
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_add_mem_reg(Message& message) {
+  if (Outcome gate = require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
+  std::string error;
+  auto map = slots_.add(MemorySlot{std::get<SingleRegion>(message.payload).region, std::move(message.fds.at(0))},
+                        error);
+  if (!map) return fail(error);
+  publish_memory(std::move(map));
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_rem_mem_reg(const SingleRegion& region) {
+  if (Outcome gate = require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
+  std::string error;
+  auto map = slots_.remove(region.region, error);
+  if (!map) return fail(error);
+  publish_memory(std::move(map));
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_log_base(Message& message) {
+  if (Outcome gate = require_protocol(protocol::kLogShmfd, "LOG_SHMFD"); !gate.ok) return gate;
+  const auto& area = std::get<LogArea>(message.payload);
+  std::string error;
+  auto log = DirtyLog::map(std::move(message.fds.at(0)), area.size, area.offset, error);
+  if (!log) return fail(error);
+  std::unique_ptr<DirtyLog> old = std::exchange(log_, std::move(log));
+  hooks_.log_changed(log_.get());
+  // `old` is unmapped here, after the datapath switched to the new log.
+  // With LOG_SHMFD the frontend waits for this reply (a u64 0).
+  return Outcome{true, {}, Payload{uint64_t{0}}};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_vring_num(const VringState& state) {
+  RingControl& ring = vrings_[state.index];
+  if (ring.started) return fail(fmt::format("ring {} is running", state.index));
+  if (!is_power_of_two(state.num) || state.num > kMaxRingSize) {
+    return fail(fmt::format("ring {} size {} is not a power of two in 1..{}", state.index, state.num, kMaxRingSize));
+  }
+  ring.size = state.num;
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_vring_addr(const VringAddress& address) {
+  RingControl& ring = vrings_[address.index];
+  const bool log_used = (address.flags & kVringFlagLog) != 0;
+  if (ring.started) {
+    const VringAddress& current = *ring.address;
+    const bool same_rings = current.desc_user_addr == address.desc_user_addr &&
+                            current.used_user_addr == address.used_user_addr &&
+                            current.avail_user_addr == address.avail_user_addr;
+    if (!same_rings) return fail(fmt::format("ring {} is running: stop it before moving its rings", address.index));
+    ring.address = address;
+    hooks_.used_log_changed(address.index, log_used, address.log_guest_addr);
+    return {};
+  }
+  ring.address = address;
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_vring_base(const VringState& state) {
+  RingControl& ring = vrings_[state.index];
+  if (ring.started) return fail(fmt::format("ring {} is running", state.index));
+  // Split rings: a 16-bit free-running index (packed rings, which put a wrap counter in
+  // bit 15 and more, are not offered).
+  if (state.num > 0xffff) return fail(fmt::format("ring {} base {} does not fit 16 bits", state.index, state.num));
+  ring.base = static_cast<uint16_t>(state.num);
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_get_vring_base(const VringState& state) {
+  const uint16_t base = stop(state.index);
+  return Outcome{true, {}, Payload{VringState{state.index, base}}};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_vring_fd(Request request, const VringFd& vring, Message& message) {
+  RingControl& ring = vrings_[vring.index];
+  UniqueFd fd = vring.no_fd ? UniqueFd() : std::move(message.fds.at(0));
+  switch (request) {
+    case Request::kSetVringKick: {
+      // A new kick fd for a running ring: stop it (keeping its position) and restart.
+      if (ring.started) stop(vring.index);
+      ring.kick = std::move(fd);
+      ring.kick_set = true;
+      return try_start(vring.index);
+    }
+    case Request::kSetVringCall: {
+      UniqueFd old = std::exchange(ring.call, std::move(fd));
+      if (ring.started) hooks_.call_fd_changed(vring.index, ring.call.get());
+      return {};  // `old` is closed here, after the datapath let go of it
+    }
+    default:
+      ring.err = std::move(fd);
+      return {};
+  }
+}
+
+BackendDevice::Outcome BackendDevice::on_set_vring_enable(const VringState& state) {
+  // Accepted whenever: we always offer VHOST_USER_F_PROTOCOL_FEATURES, and QEMU may
+  // send this while setting up queue pairs, before SET_FEATURES of that vhost_dev.
+  if (state.num > 1) return fail(fmt::format("ring {} enable value {} (must be 0 or 1)", state.index, state.num));
+  RingControl& ring = vrings_[state.index];
+  ring.enabled = state.num == 1;
+  if (ring.started) hooks_.queue_enabled(state.index, ring.enabled);
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_net_set_mtu(uint64_t mtu) {
+  if (Outcome gate = require_protocol(protocol::kNetMtu, "NET_MTU"); !gate.ok) return gate;
+  if (mtu < kMinMtu || mtu > kMaxMtu) return fail(fmt::format("MTU {} out of range {}..{}", mtu, kMinMtu, kMaxMtu));
+  mtu_ = static_cast<uint16_t>(mtu);
+  hooks_.mtu_changed(mtu_);
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_status(uint64_t status) {
+  if (Outcome gate = require_protocol(protocol::kStatus, "STATUS"); !gate.ok) return gate;
+  if (status > 0xff) return fail(fmt::format("device status {:#x} does not fit 8 bits", status));
+  status_ = static_cast<uint8_t>(status);
+  hooks_.status_changed(status_);
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_send_rarp(uint64_t payload) {
+  if (Outcome gate = require_protocol(protocol::kRarp, "RARP"); !gate.ok) return gate;
+  // "The first 6 bytes of the payload contain the mac address": bytes in memory order.
+  std::memcpy(rarp_mac_.data(), &payload, rarp_mac_.size());
+  ++rarp_count_;
+  hooks_.rarp_requested(rarp_mac_);
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::try_start(uint32_t index) {
+  RingControl& ring = vrings_[index];
+  if (ring.size == 0 || !ring.address) {
+    return fail(fmt::format("ring {} got its kick before its size and addresses", index));
+  }
+  const bool has_memory = memory_->read([](const virtio::GuestMemoryMap& map) { return map.region_count() > 0; });
+  if (!has_memory) return fail(fmt::format("ring {} got its kick before any guest memory", index));
+  const VringAddress& address = *ring.address;
+  QueueStart start;
+  start.index = index;
+  start.config.size = ring.size;
+  start.config.desc_addr = address.desc_user_addr;
+  start.config.avail_addr = address.avail_user_addr;
+  start.config.used_addr = address.used_user_addr;
+  start.config.address_space = virtio::AddressSpace::kFrontendVirtual;
+  start.config.event_idx = (acked_features_ & feature::kRingEventIdx) != 0;
+  start.config.indirect_desc = (acked_features_ & feature::kRingIndirectDesc) != 0;
+  start.last_avail_index = ring.base;
+  start.kick_fd = ring.kick.get();
+  start.call_fd = ring.call.get();
+  // Spec "Ring states": without VHOST_USER_F_PROTOCOL_FEATURES a ring starts enabled.
+  start.enabled = (acked_features_ & feature::kProtocolFeatures) != 0 ? ring.enabled : true;
+  start.log_used = (address.flags & kVringFlagLog) != 0;
+  start.log_guest_addr = address.log_guest_addr;
+  if (!hooks_.queue_started(start, *memory_)) {
+    return fail(fmt::format("ring {} cannot start: the datapath refused it (rings outside guest memory?)", index));
+  }
+  ring.started = true;
+  ring.enabled = start.enabled;
+  return {};
+}
+
+uint16_t BackendDevice::stop(uint32_t index) {
+  RingControl& ring = vrings_[index];
+  if (ring.started) {
+    ring.base = hooks_.queue_stopped(index);
+    ring.started = false;
+    // A stopped ring restarts only with a new SET_VRING_KICK (as QEMU sends it).
+    ring.kick.reset();
+    ring.kick_set = false;
+  }
+  return ring.base;
+}
+
+void BackendDevice::stop_all() {
+  for (uint32_t i = 0; i < vrings_.size(); ++i) stop(i);
+}
+
+}  // namespace uvhost::vhost_user
