@@ -13,13 +13,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "sync_test_support.h"
 #include "uvhost/sync/qspinlock.h"
 
 namespace uvhost::sync {
 namespace {
 
-template <class Lock>
-constexpr bool kHasTryLock = requires(Lock& l) { l.try_lock(); };
+using testing::expect_mutual_exclusion;
+using testing::kHasTryLock;
 
 // Pure-spinning FIFO locks collapse when threads outnumber cores (a descheduled
 // next-in-line stalls the queue; ~30 k ops/s measured), so the work is sized as a
@@ -34,33 +35,7 @@ constexpr int kTotalAcquisitions = 6000;
 template <class Lock>
 void stress(int threads) {
   Lock lock;
-  const int iterations = kTotalAcquisitions / threads;
-  uint64_t counter = 0;
-  std::atomic<int> inside{0};
-  std::atomic<bool> overlap{false};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      for (int i = 0; i < iterations; ++i) {
-        if constexpr (kHasTryLock<Lock>) {
-          if ((i + t) % 4 == 0) {
-            while (!lock.try_lock()) std::this_thread::yield();
-          } else {
-            lock.lock();
-          }
-        } else {
-          lock.lock();
-        }
-        if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap.store(true);
-        ++counter;
-        inside.fetch_sub(1, std::memory_order_relaxed);
-        lock.unlock();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  EXPECT_FALSE(overlap.load());
-  EXPECT_EQ(counter, static_cast<uint64_t>(threads) * static_cast<uint64_t>(iterations));
+  expect_mutual_exclusion(lock, threads, kTotalAcquisitions / threads, /*try_every=*/4);
 }
 
 template <class Lock>

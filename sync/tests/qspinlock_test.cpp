@@ -10,33 +10,14 @@
 #include <thread>
 #include <vector>
 
+#include "sync_test_support.h"
+
 namespace uvhost::sync {
 namespace {
 
-// Every thread increments a plain counter under the lock; `inside` catches overlap.
+// Mutual exclusion under `threads` threads; the lock must end up free.
 void stress(QSpinLock& lock, int threads, int iterations, bool use_try_lock = false) {
-  uint64_t counter = 0;
-  std::atomic<int> inside{0};
-  std::atomic<bool> overlap{false};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      for (int i = 0; i < iterations; ++i) {
-        if (use_try_lock && (i + t) % 2 == 0) {
-          while (!lock.try_lock()) std::this_thread::yield();
-        } else {
-          lock.lock();
-        }
-        if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap.store(true);
-        ++counter;
-        inside.fetch_sub(1, std::memory_order_relaxed);
-        lock.unlock();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  EXPECT_FALSE(overlap.load());
-  EXPECT_EQ(counter, static_cast<uint64_t>(threads) * static_cast<uint64_t>(iterations));
+  testing::expect_mutual_exclusion(lock, threads, iterations, use_try_lock ? 2 : 0);
   EXPECT_FALSE(lock.is_locked());
 }
 

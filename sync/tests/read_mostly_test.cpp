@@ -1,6 +1,7 @@
 // read_mostly_test.cpp - ReadMostly<T> under every GuardPolicy: consistent snapshots
 // under concurrent replace/update, deferred destruction, RCU readers never blocking,
 // exited reader threads, misuse.
+#include "sync_test_support.h"
 #include "uvhost/sync/read_mostly.h"
 
 #include <gtest/gtest.h>
@@ -19,14 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-template <class Pred>
-bool eventually(Pred pred) {
-  for (int i = 0; i < 10000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return pred();
-}
+using testing::eventually;
 
 // A table whose every field holds its generation; counts constructions/destructions.
 struct Table {

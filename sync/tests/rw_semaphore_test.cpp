@@ -1,5 +1,6 @@
 // rw_semaphore_test.cpp - RwSemaphore: readers share, writers exclude, writer
 // preference, sleeping under oversubscription, misuse.
+#include "sync_test_support.h"
 #include "uvhost/sync/rw_semaphore.h"
 
 #include <gtest/gtest.h>
@@ -17,15 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Spins (with sleeps) until pred() or ~10 s; returns pred().
-template <class Pred>
-bool eventually(Pred pred) {
-  for (int i = 0; i < 10000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return pred();
-}
+using testing::eventually;
 
 TEST(RwSemaphore, ReadersShare) {
   RwSemaphore sem;
