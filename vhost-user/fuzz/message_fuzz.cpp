@@ -1,6 +1,6 @@
 // message_fuzz.cpp - libFuzzer target: a stream of vhost-user requests, with synthetic
 // fds (eventfds and memfds made by this harness), fed to the parser and the backend
-// device state machine (with a SinkDatapath behind it, polled between messages), either
+// device state machine (with a InlineDatapath behind it, polled between messages), either
 // straight into BackendDevice::handle() or through a real socket and the Connection
 // framing. Checks beyond the sanitizers: no fd leaks (the number of open eventfds,
 // memfds and sockets returns to its baseline), and the device never hangs
@@ -36,7 +36,7 @@
 
 #include "uvhost/vhost_user/backend_device.h"
 #include "uvhost/vhost_user/connection.h"
-#include "uvhost/vhost_user/sink_datapath.h"
+#include "uvhost/vhost_user/inline_datapath.h"
 
 namespace {
 
@@ -121,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto pair = Connection::pair();
     if (!pair) return 0;
     Connection frontend = std::move(pair->first);
-    SinkDatapath sink(options.queue_pairs * 2);
+    InlineDatapath sink(options.queue_pairs * 2);
     BackendDevice device(std::move(pair->second), sink, options);
     // A message must arrive whole: everything was written before handle_one() runs.
     device.connection().set_continuation_timeout(std::chrono::milliseconds(0));

@@ -37,7 +37,12 @@ BackendDevice::BackendDevice(Connection connection, DatapathHooks& hooks, Device
   vrings_.resize(queue_count());
 }
 
-BackendDevice::~BackendDevice() { stop_all(); }
+BackendDevice::~BackendDevice() {
+  stop_all();
+  // The hooks may outlive this device (a port serves one connection after another):
+  // they must not keep a pointer to the log about to be unmapped.
+  if (log_) hooks_.log_changed(nullptr);
+}
 
 uint64_t BackendDevice::offered_features() const noexcept { return offered_net_features(options_.queue_pairs); }
 

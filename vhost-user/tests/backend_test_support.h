@@ -21,7 +21,7 @@
 #include "uvhost/vhost_user/connection.h"
 #include "uvhost/vhost_user/features.h"
 #include "uvhost/vhost_user/message.h"
-#include "uvhost/vhost_user/sink_datapath.h"
+#include "uvhost/vhost_user/inline_datapath.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
 namespace uvhost::vhost_user::testing {
@@ -67,12 +67,12 @@ class TestFrontend {
     auto pair = Connection::pair();
     EXPECT_TRUE(pair.has_value());
     frontend_ = std::make_unique<Connection>(std::move(pair->first));
-    sink_ = std::make_unique<SinkDatapath>(options.queue_pairs * 2);
+    sink_ = std::make_unique<InlineDatapath>(options.queue_pairs * 2);
     device_ = std::make_unique<BackendDevice>(std::move(pair->second), *sink_, options);
   }
 
   BackendDevice& device() { return *device_; }
-  SinkDatapath& sink() { return *sink_; }
+  InlineDatapath& sink() { return *sink_; }
   Connection& socket() { return *frontend_; }
 
   // Sends one request and lets the device handle it.
@@ -135,7 +135,7 @@ class TestFrontend {
 
  private:
   std::unique_ptr<Connection> frontend_;
-  std::unique_ptr<SinkDatapath> sink_;
+  std::unique_ptr<InlineDatapath> sink_;
   std::unique_ptr<BackendDevice> device_;
 };
 

@@ -177,4 +177,15 @@ std::optional<uint64_t> GuestMemoryMap::frontend_to_guest(uint64_t frontend_addr
   return region->guest_phys_addr() + (frontend_addr - region->frontend_addr());
 }
 
+std::optional<uint64_t> GuestMemoryMap::host_to_guest(const std::byte* host) const noexcept {
+  // Compare as integers: relational comparison of pointers into different objects is
+  // unspecified, and `host` may belong to no region at all.
+  const auto address = reinterpret_cast<uintptr_t>(host);
+  for (const GuestRange& range : guest_ranges_) {
+    const auto first = reinterpret_cast<uintptr_t>(range.host);
+    if (address >= first && address - first <= range.last - range.first) return range.first + (address - first);
+  }
+  return std::nullopt;
+}
+
 }  // namespace uvhost::virtio

@@ -10,6 +10,7 @@ namespace uvhost::virtio {
 
 RxResult NetReceiveWriter::deliver(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                                    std::span<const std::byte> frame) {
+  written_.clear();
   return options_.mrg_rxbuf ? deliver_merged(queue, memory, header, frame)
                             : deliver_single(queue, memory, header, frame);
 }
@@ -31,6 +32,7 @@ RxResult NetReceiveWriter::deliver_single(DeviceQueue& queue, const GuestMemoryM
   const auto pieces = first_.writable.pieces();
   (void)write_net_header(out, options_.header_size, pieces);  // fits: checked above
   copy_to_pieces(pieces, options_.header_size, frame);
+  note_written(pieces, needed);
   queue.add_used(memory, first_.head, static_cast<uint32_t>(needed));
   return {RxStatus::kDelivered, 1};
 }
@@ -62,6 +64,7 @@ RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryM
     const size_t take = std::min(capacity - offset, frame.size() - copied);
     copy_to_pieces(chain.writable.pieces(), offset, frame.subspan(copied, take));
     copied += take;
+    note_written(chain.writable.pieces(), offset + take);  // the header part is written below
     pending_.push_back(UsedElement{chain.head, static_cast<uint32_t>(offset + take)});
     if (copied == frame.size()) break;
   }
@@ -70,6 +73,16 @@ RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryM
   (void)write_net_header(out, options_.header_size, first_.writable.pieces());  // fits: checked above
   for (const UsedElement& used : pending_) queue.add_used(memory, static_cast<uint16_t>(used.id), used.len);
   return {RxStatus::kDelivered, out.num_buffers};
+}
+
+void NetReceiveWriter::note_written(std::span<const IoPiece> pieces, size_t len) {
+  if (!record_writes_) return;
+  for (const IoPiece& piece : pieces) {
+    if (len == 0) break;
+    const size_t take = std::min(piece.len, len);
+    written_.push_back(IoPiece{piece.data, take});
+    len -= take;
+  }
 }
 
 }  // namespace uvhost::virtio

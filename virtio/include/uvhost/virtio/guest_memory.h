@@ -123,6 +123,9 @@ class GuestMemoryMap {
   // The same for a frontend virtual address (vhost-user SET_VRING_ADDR).
   std::byte* translate_frontend_contiguous(uint64_t frontend_addr, uint64_t len) const noexcept;
   std::optional<uint64_t> frontend_to_guest(uint64_t frontend_addr) const noexcept;
+  // The guest physical address of a host pointer inside one of the regions (a piece
+  // that translate() produced), for dirty-page logging of what the device wrote.
+  std::optional<uint64_t> host_to_guest(const std::byte* host) const noexcept;
 
   uint64_t generation() const noexcept { return generation_; }
   size_t region_count() const noexcept { return regions_.size(); }

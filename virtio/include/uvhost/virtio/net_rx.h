@@ -21,6 +21,9 @@
 //      kQueueBroken - the guest violated the spec (a readable buffer, a buffer smaller
 //                     than the header with MRG_RXBUF, any chain error); logged, queue
 //                     broken.
+//  - record_writes(): when on, each delivered packet's written host ranges (header
+//    and frame, per chain) are kept in written() until the next deliver(), so a
+//    migrating device can mark them dirty (GuestMemoryMap::host_to_guest()).
 //  - Keeps its scratch chains between calls (no allocation once warm). One thread.
 #pragma once
 
@@ -53,16 +56,25 @@ class NetReceiveWriter {
   RxResult deliver(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                    std::span<const std::byte> frame);
 
+  void record_writes(bool on) noexcept { record_writes_ = on; }
+  // Host ranges written by the last successful deliver() (empty unless recording).
+  std::span<const IoPiece> written() const noexcept { return written_; }
+
  private:
   RxResult deliver_single(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                           std::span<const std::byte> frame);
   RxResult deliver_merged(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                           std::span<const std::byte> frame);
 
+  // Appends the first `len` bytes of `pieces` to written_ (when recording).
+  void note_written(std::span<const IoPiece> pieces, size_t len);
+
   RxOptions options_;
   DescriptorChain first_;
   DescriptorChain next_;
   std::vector<UsedElement> pending_;
+  bool record_writes_ = false;
+  std::vector<IoPiece> written_;
 };
 
 }  // namespace uvhost::virtio
