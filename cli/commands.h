@@ -10,6 +10,7 @@ namespace uvhost::cli {
 
 void add_version_command(CLI::App& app);
 void add_lab_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 // `uvhost lab <experiment>`: one function per seed experiment.
 void add_lab_delegation(CLI::App& lab);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
 
   uvhost::cli::add_version_command(app);
+  uvhost::cli::add_serve_command(app);
   uvhost::cli::add_lab_command(app);
 
   try {

@@ -42,9 +42,11 @@ usage() {
 usage:
   testpmd.sh run --role vhost|virtio-user --socket PATH [--client|--server]
                  --mode txonly|rxonly|io|macswap --seconds N --cpu C --prefix NAME
-                 [--txpkts 64] [--log FILE]
+                 [--txpkts 64] [--tx-first] [--log FILE]
       --server: this testpmd listens on PATH, --client: it connects. Default: the vhost
       PMD listens and virtio_user connects (the usual QEMU-like arrangement).
+      --tx-first: send one burst before forwarding (io/macswap against a reflecting
+      peer: the burst then circulates).
   testpmd.sh baseline [--arrangement vhost-server|vhost-client|both] [--seconds N]
                  [--runs R] [--txpkts 64] [--check] [--dir DIR]
 EOF
@@ -111,7 +113,7 @@ run_cleanup() {
 }
 
 cmd_run() {
-  local role="" socket="" listen="" mode="" seconds="" cpu="" prefix="" txpkts=64 log=""
+  local role="" socket="" listen="" mode="" seconds="" cpu="" prefix="" txpkts=64 log="" tx_first=0
   while (($#)); do
     case $1 in
       --role) role=$2; shift 2 ;;
@@ -123,6 +125,7 @@ cmd_run() {
       --cpu) cpu=$2; shift 2 ;;
       --prefix) prefix=$2; shift 2 ;;
       --txpkts) txpkts=$2; shift 2 ;;
+      --tx-first) tx_first=1; shift ;;
       --log) log=$2; shift 2 ;;
       *) echo "testpmd.sh run: unknown argument $1" >&2; usage ;;
     esac
@@ -161,6 +164,7 @@ cmd_run() {
               --vdev "$vdev" --
               --total-num-mbufs=16384 --forward-mode="$mode" --stats-period 1)
   [[ $mode == txonly ]] && args+=(--txpkts="$txpkts")
+  ((tx_first)) && args+=(--tx-first)
 
   # Backstop: even if this script is SIGKILLed, timeout ends testpmd.
   timeout -k "$STOP_GRACE" -s INT $((seconds + STARTUP_MAX)) "$TESTPMD" "${args[@]}" >"$log" 2>&1 &

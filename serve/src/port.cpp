@@ -1,0 +1,248 @@
+// port.cpp - one port's thread: accept or connect, serve, repeat (see port.h).
+#include "uvhost/serve/port.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "uvhost/vhost_user/backend_device.h"
+
+namespace uvhost::serve {
+
+using vhost_user::BackendDevice;
+using vhost_user::Connection;
+
+namespace {
+
+constexpr std::chrono::milliseconds kBackoffInitial{10};
+constexpr std::chrono::milliseconds kBackoffMax{1000};
+
+// Is there a socket file at `path` that nobody listens on (left by a dead process)?
+bool is_stale_socket(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode)) return false;
+  vhost_user::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) return false;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int rc = ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  return rc != 0 && errno == ECONNREFUSED;
+}
+
+// The TX side (guest -> us) is the odd vrings, the RX side the even ones.
+PortTotals sum(const vhost_user::InlineDatapath& datapath) {
+  PortTotals totals;
+  for (uint32_t index = 0; index < datapath.queue_count(); ++index) {
+    const auto view = datapath.queue(index);
+    if (index % 2 == 1) {
+      totals.tx_packets += view.packets;
+      totals.tx_bytes += view.bytes;
+    } else {
+      totals.rx_packets += view.packets;
+      totals.rx_bytes += view.bytes;
+      totals.rx_dropped += view.dropped;
+    }
+    totals.calls += view.calls;
+    if (view.broken) ++totals.broken_queues;
+  }
+  return totals;
+}
+
+void drain_eventfd(int fd) {
+  eventfd_t ignored;
+  // Only called when poll() said readable, so this does not block even if the
+  // frontend made the eventfd blocking.
+  (void)::eventfd_read(fd, &ignored);
+}
+
+}  // namespace
+
+Port::Port(PortSpec spec, int stop_fd, std::chrono::milliseconds stats_interval)
+    : spec_(std::move(spec)),
+      stop_fd_(stop_fd),
+      stats_interval_(stats_interval),
+      datapath_(spec_.queue_pairs * 2, spec_.backend) {}
+
+Port::~Port() = default;  // the Listener unlinks the socket
+
+bool Port::open(std::string& error) {
+  if (spec_.client) return true;
+  vhost_user::Listener::Options options;
+  options.mode = spec_.socket_mode;
+  options.replace_stale = is_stale_socket(spec_.socket_path);
+  if (options.replace_stale) spdlog::warn("{}: replacing the stale socket {}", spec_.name, spec_.socket_path);
+  listener_ = vhost_user::Listener::bind(spec_.socket_path, options, error);
+  if (!listener_) {
+    error = fmt::format("{}: {}", spec_.name, error);
+    return false;
+  }
+  return true;
+}
+
+PortTotals Port::totals() const {
+  PortTotals totals = sum(datapath_);
+  totals.connections = connections_;
+  totals.rejected = rejected_;
+  totals.protocol_errors = protocol_errors_;
+  return totals;
+}
+
+bool Port::stop_requested() const {
+  pollfd entry{stop_fd_, POLLIN, 0};
+  return ::poll(&entry, 1, 0) == 1;
+}
+
+bool Port::wait_for(int fd, int timeout_ms) const {
+  pollfd entries[2] = {{stop_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+  const nfds_t count = fd >= 0 ? 2 : 1;
+  int rc;
+  do {
+    rc = ::poll(entries, count, timeout_ms);
+  } while (rc < 0 && errno == EINTR);
+  if (rc <= 0 || entries[0].revents != 0) return false;
+  return count == 2 && entries[1].revents != 0;
+}
+
+void Port::run() {
+  spdlog::info("{}: ready", describe(spec_));
+  next_stats_ = std::chrono::steady_clock::now() + stats_interval_;
+  while (!stop_requested()) {
+    std::optional<Connection> connection = spec_.client ? connect_to_frontend() : accept_frontend();
+    if (connection) serve(std::move(*connection));
+  }
+  log_stats("stopped");
+}
+
+int Port::stats_tick() {
+  if (stats_interval_.count() <= 0) return -1;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_stats_) {
+    log_stats("running");
+    next_stats_ = std::max(next_stats_ + stats_interval_, now);
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_stats_ - now);
+  return static_cast<int>(std::max<int64_t>(left.count(), 1));
+}
+
+std::optional<Connection> Port::accept_frontend() {
+  for (;;) {
+    if (wait_for(listener_->fd(), stats_tick())) break;
+    if (stop_requested()) return std::nullopt;
+  }
+  std::string error;
+  auto connection = listener_->accept(std::chrono::milliseconds{0}, error);
+  if (!connection && !error.empty()) spdlog::warn("{}: accept: {}", spec_.name, error);
+  return connection;
+}
+
+std::optional<Connection> Port::connect_to_frontend() {
+  auto delay = kBackoffInitial;
+  for (unsigned attempt = 1;; ++attempt) {
+    std::string error;
+    auto connection = vhost_user::connect_unix(spec_.socket_path, error);
+    if (connection) {
+      spdlog::info("{}: connected to {} (attempt {})", spec_.name, spec_.socket_path, attempt);
+      return connection;
+    }
+    // The first failure is news; the retries that follow are not (a frontend may be
+    // away for a long time).
+    if (attempt == 1) {
+      spdlog::info("{}: {}; retrying with backoff up to {} ms", spec_.name, error, kBackoffMax.count());
+    } else {
+      spdlog::debug("{}: attempt {}: {}", spec_.name, attempt, error);
+    }
+    if (wait_for(-1, static_cast<int>(delay.count())) || stop_requested()) return std::nullopt;
+    delay = std::min(delay * 2, kBackoffMax);
+  }
+}
+
+void Port::reject_extra_frontend() {
+  std::string error;
+  auto extra = listener_->accept(std::chrono::milliseconds{0}, error);
+  if (!extra) return;
+  ++rejected_;
+  spdlog::warn("{}: a second frontend connected while one is served: closed it", spec_.name);
+}  // `extra` closes here
+
+void Port::serve(Connection connection) {
+  ++connections_;
+  const PortTotals before = sum(datapath_);
+  spdlog::info("{}: frontend connected (connection {})", spec_.name, connections_);
+  auto device = std::make_unique<BackendDevice>(
+      std::move(connection), datapath_,
+      vhost_user::DeviceOptions{spec_.name, spec_.queue_pairs, spec_.memory_policy});
+
+  std::vector<pollfd> entries;
+  std::vector<int> kicks;
+  bool polling = false;  // the rings had work on the last pass: do not sleep, kicks off
+  for (;;) {
+    entries.clear();
+    entries.push_back({stop_fd_, POLLIN, 0});
+    entries.push_back({device->connection().fd(), POLLIN, 0});
+    const size_t listener_slot = entries.size();
+    if (listener_) entries.push_back({listener_->fd(), POLLIN, 0});
+    const size_t first_kick = entries.size();
+    kicks.clear();
+    datapath_.kick_fds(kicks);
+    for (int fd : kicks) entries.push_back({fd, POLLIN, 0});
+
+    const int tick = stats_tick();
+    const int timeout = polling ? 0 : tick;
+    const int ready = ::poll(entries.data(), entries.size(), timeout);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("{}: poll: {}", spec_.name, std::strerror(errno));
+      break;
+    }
+    if (ready > 0) {
+      if (entries[0].revents != 0) break;  // the daemon stops: the device's destructor stops the rings
+      if (listener_ && entries[listener_slot].revents != 0) reject_extra_frontend();
+      for (size_t i = first_kick; i < entries.size(); ++i) {
+        if ((entries[i].revents & POLLIN) != 0) drain_eventfd(entries[i].fd);
+      }
+      if (entries[1].revents != 0 && device->handle_one() == BackendDevice::Progress::kClosed) break;
+    }
+    // Work found: keep going without sleeping, and tell the guest not to kick. No work
+    // on a polling pass: turn kicks back on; enable_kicks() re-checks the rings, and
+    // work that slipped in before the guest could see kicks enabled keeps us polling.
+    if (datapath_.poll() > 0) {
+      if (!polling) datapath_.disable_kicks();
+      polling = true;
+    } else if (polling) {
+      polling = datapath_.enable_kicks();
+    }
+  }
+
+  const bool stopping = device->is_open();
+  const std::string reason = stopping ? "the daemon stops" : device->close_reason();
+  if (!stopping && reason != "frontend closed the connection") ++protocol_errors_;
+  // Destroy the device before reporting: it stops the rings (after their last burst
+  // was completed and published) and closes every fd the frontend sent.
+  device.reset();
+  const PortTotals after = sum(datapath_);
+  spdlog::info("{}: connection {} ended ({}): tx_packets={} tx_bytes={} rx_packets={} rx_bytes={} rx_dropped={}",
+               spec_.name, connections_, reason, after.tx_packets - before.tx_packets,
+               after.tx_bytes - before.tx_bytes, after.rx_packets - before.rx_packets,
+               after.rx_bytes - before.rx_bytes, after.rx_dropped - before.rx_dropped);
+}
+
+void Port::log_stats(const char* when) const {
+  const PortTotals t = totals();
+  spdlog::info("{}: {}: connections={} tx_packets={} tx_bytes={} rx_packets={} rx_bytes={} rx_dropped={} calls={}",
+               spec_.name, when, t.connections, t.tx_packets, t.tx_bytes, t.rx_packets, t.rx_bytes, t.rx_dropped,
+               t.calls);
+}
+
+}  // namespace uvhost::serve

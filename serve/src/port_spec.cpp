@@ -1,0 +1,240 @@
+// port_spec.cpp - parsing port descriptions (see port_spec.h).
+#include "uvhost/serve/port_spec.h"
+
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace uvhost::serve {
+
+namespace {
+
+constexpr uint32_t kMaxQueuePairs = 128;  // what BackendDevice accepts
+
+template <typename T>
+bool parse_number(std::string_view text, T& out, int base = 10) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out, base);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+bool set_backend(std::string_view value, PortSpec& spec, std::string& error) {
+  if (value == "sink") {
+    spec.backend = vhost_user::InlineBackend::kSink;
+  } else if (value == "loopback") {
+    spec.backend = vhost_user::InlineBackend::kLoopback;
+  } else {
+    error = fmt::format("backend '{}' unknown (sink or loopback)", value);
+    return false;
+  }
+  return true;
+}
+
+bool set_queues(std::string_view value, PortSpec& spec, std::string& error) {
+  uint32_t pairs = 0;
+  if (!parse_number(value, pairs) || pairs == 0 || pairs > kMaxQueuePairs) {
+    error = fmt::format("queues '{}' is not a number of queue pairs in 1..{}", value, kMaxQueuePairs);
+    return false;
+  }
+  spec.queue_pairs = pairs;
+  return true;
+}
+
+bool set_mode(std::string_view value, PortSpec& spec, std::string& error) {
+  unsigned mode = 0;
+  if (!parse_number(value, mode, 8) || mode > 0777) {
+    error = fmt::format("mode '{}' is not an octal permission like 0600", value);
+    return false;
+  }
+  spec.socket_mode = static_cast<mode_t>(mode);
+  return true;
+}
+
+bool set_memory(std::string_view value, PortSpec& spec, std::string& error) {
+  auto policy = sync::guard_policy_from_string(value);
+  if (!policy) {
+    error = fmt::format("memory guard '{}' unknown (rcu, mutex, rwsem, pthread_rwlock)", value);
+    return false;
+  }
+  spec.memory_policy = *policy;
+  return true;
+}
+
+bool set_client(std::string_view value, PortSpec& spec, std::string& error) {
+  if (value == "1" || value == "true" || value == "yes") {
+    spec.client = true;
+  } else if (value == "0" || value == "false" || value == "no") {
+    spec.client = false;
+  } else {
+    error = fmt::format("client '{}' is not 0 or 1", value);
+    return false;
+  }
+  return true;
+}
+
+// One key=value item; the value is nullopt for a bare key ("client").
+bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec& spec, std::string& error) {
+  auto need_value = [&]() {
+    if (value && !value->empty()) return true;
+    error = fmt::format("'{}' needs a value ({}=...)", key, key);
+    return false;
+  };
+  if (key == "sock" || key == "path") {
+    if (!need_value()) return false;
+    spec.socket_path = std::string(*value);
+    return true;
+  }
+  if (key == "client") return set_client(value.value_or("1"), spec, error);
+  if (key == "queues") return need_value() && set_queues(*value, spec, error);
+  if (key == "backend") return need_value() && set_backend(*value, spec, error);
+  if (key == "mode") return need_value() && set_mode(*value, spec, error);
+  if (key == "memory") return need_value() && set_memory(*value, spec, error);
+  if (key == "name") {
+    if (!need_value()) return false;
+    spec.name = std::string(*value);
+    return true;
+  }
+  error = fmt::format("unknown key '{}' (sock, client, queues, backend, mode, name, memory)", key);
+  return false;
+}
+
+bool check_complete(const PortSpec& spec, std::string& error) {
+  if (spec.socket_path.empty()) {
+    error = "no socket path (sock=PATH)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& error) {
+  PortSpec spec;
+  std::set<std::string, std::less<>> seen;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) {
+      error = fmt::format("empty item in port '{}'", text);
+      return std::nullopt;
+    }
+    const size_t equals = item.find('=');
+    const std::string_view key = item.substr(0, equals);
+    std::optional<std::string_view> value;
+    if (equals != std::string_view::npos) value = item.substr(equals + 1);
+    if (!seen.emplace(key).second) {
+      error = fmt::format("'{}' given twice in port '{}'", key, text);
+      return std::nullopt;
+    }
+    if (!apply(key, value, spec, error)) {
+      error = fmt::format("port '{}': {}", text, error);
+      return std::nullopt;
+    }
+  }
+  if (!check_complete(spec, error)) {
+    error = fmt::format("port '{}': {}", text, error);
+    return std::nullopt;
+  }
+  return spec;
+}
+
+std::optional<std::vector<PortSpec>> parse_config(const nlohmann::json& config, std::string& error) {
+  if (!config.is_object() || !config.contains("ports") || !config["ports"].is_array()) {
+    error = "the config must be an object with a \"ports\" array";
+    return std::nullopt;
+  }
+  for (const auto& [key, unused] : config.items()) {
+    if (key != "ports") {
+      error = fmt::format("unknown top-level key '{}'", key);
+      return std::nullopt;
+    }
+  }
+  std::vector<PortSpec> ports;
+  size_t i = 0;
+  for (const nlohmann::json& entry : config["ports"]) {
+    const std::string where = fmt::format("ports[{}]", i++);
+    if (!entry.is_object()) {
+      error = where + ": not an object";
+      return std::nullopt;
+    }
+    PortSpec spec;
+    for (const auto& [key, value] : entry.items()) {
+      std::string text;
+      if (value.is_string()) {
+        text = value.get<std::string>();
+      } else if (value.is_boolean()) {
+        text = value.get<bool>() ? "1" : "0";
+      } else if (value.is_number_unsigned()) {
+        text = std::to_string(value.get<uint64_t>());
+      } else {
+        error = fmt::format("{}: '{}' has a value of the wrong type", where, key);
+        return std::nullopt;
+      }
+      // "mode" as a JSON number would be read in decimal: ask for a string.
+      if (key == "mode" && !value.is_string()) {
+        error = fmt::format("{}: mode must be a string of octal digits like \"0660\"", where);
+        return std::nullopt;
+      }
+      if (!apply(key, text, spec, error)) {
+        error = fmt::format("{}: {}", where, error);
+        return std::nullopt;
+      }
+    }
+    if (!check_complete(spec, error)) {
+      error = fmt::format("{}: {}", where, error);
+      return std::nullopt;
+    }
+    ports.push_back(std::move(spec));
+  }
+  return ports;
+}
+
+std::optional<std::vector<PortSpec>> load_config_file(const std::string& path, std::string& error) {
+  std::ifstream file(path);
+  if (!file) {
+    error = fmt::format("cannot open config file {}", path);
+    return std::nullopt;
+  }
+  nlohmann::json config = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) {
+    error = fmt::format("{}: not valid JSON", path);
+    return std::nullopt;
+  }
+  auto ports = parse_config(config, error);
+  if (!ports) error = fmt::format("{}: {}", path, error);
+  return ports;
+}
+
+bool finish_ports(std::vector<PortSpec>& ports, std::string& error) {
+  std::set<std::string> names;
+  std::set<std::string> paths;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    PortSpec& spec = ports[i];
+    if (spec.name.empty()) spec.name = fmt::format("port{}", i);
+    if (!names.insert(spec.name).second) {
+      error = fmt::format("two ports are named '{}'", spec.name);
+      return false;
+    }
+    if (!paths.insert(spec.socket_path).second) {
+      error = fmt::format("two ports use the socket {}", spec.socket_path);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string describe(const PortSpec& spec) {
+  return fmt::format("{} ({} {}, {} queue pair{}, {}, memory guard {})", spec.name,
+                     spec.client ? "client of" : "listening on", spec.socket_path, spec.queue_pairs,
+                     spec.queue_pairs == 1 ? "" : "s", vhost_user::to_string(spec.backend),
+                     sync::to_string(spec.memory_policy));
+}
+
+}  // namespace uvhost::serve

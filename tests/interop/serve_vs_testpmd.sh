@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# serve_vs_testpmd.sh - `uvhost serve` against DPDK's testpmd as the frontend
+# (net_virtio_user), for ctest and for the baseline figure of the datapath.
+#
+#   serve_vs_testpmd.sh --uvhost PATH CASE [--arrangement serve-server|serve-client]
+#                       [--seconds N] [--runs R]
+#
+# Cases (the vhost-user issue's interop list):
+#   sink       testpmd virtio_user txonly -> `uvhost serve` sink: testpmd's TX count and
+#              the port's count for that connection must agree (exactly, unless packets
+#              were still in the ring when testpmd stopped its device: at most one ring).
+#   loopback   testpmd virtio_user io --tx-first -> `uvhost serve` loopback -> back to
+#              testpmd: both directions carry traffic, and each direction's counts agree
+#              across the two processes (up to one ring in flight).
+#   reconnect  testpmd txonly, SIGKILLed mid-traffic, then started again: the same serve
+#              process (no restart) serves the second testpmd, that connection's counts
+#              agree, and serve's open fd count is back where it was before the first.
+#   bench      --runs R pairs, interleaved: testpmd virtio_user txonly -> testpmd vhost PMD
+#              rxonly (testpmd's own figure), then -> `uvhost serve` sink; prints the
+#              sender's Mpps per run, means with a 95% interval and the ratio.
+# --arrangement: serve-server (uvhost listens, testpmd connects; the default) or
+# serve-client (testpmd's virtio_user listens with server=1, uvhost connects). The
+# `uvhost serve` runs on CPU 0, testpmd on CPU 1.
+# Exit: 0 pass, 1 fail, 64 usage, 77 testpmd not installed (ctest SKIP_RETURN_CODE).
+set -uo pipefail
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+TESTPMD_SH=$HERE/testpmd.sh
+# What may still be in the ring when testpmd stops its device (virtio_user's default
+# ring is 256 descriptors; 1024 covers --txd up to 1024), as in testpmd.sh.
+IN_FLIGHT_MAX=${IN_FLIGHT_MAX:-1024}
+
+uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5
+while (($#)); do
+  case $1 in
+    --uvhost) uvhost=$2; shift 2 ;;
+    --arrangement) arrangement=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    sink|loopback|reconnect|bench) case_name=$1; shift ;;
+    *) echo "serve_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+[[ -x $uvhost && -n $case_name ]] || { echo "usage: serve_vs_testpmd.sh --uvhost PATH sink|loopback|reconnect|bench ..." >&2; exit 64; }
+case $arrangement in serve-server|serve-client) ;; *) echo "bad --arrangement $arrangement" >&2; exit 64 ;; esac
+command -v "${TESTPMD:-dpdk-testpmd}" >/dev/null 2>&1 || { echo "dpdk-testpmd not installed: skipped"; exit 77; }
+
+dir=$(mktemp -d /tmp/uvhost-serve-testpmd.XXXXXX)
+sock=$dir/vhost.sock
+SERVE_PID="" TP_PID=""
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+cleanup() {
+  [[ -n $TP_PID ]] && kill -TERM "$TP_PID" 2>/dev/null && wait "$TP_PID" 2>/dev/null
+  [[ -n $SERVE_PID ]] && kill -TERM "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
+  pkill -9 -f "file-prefix uvh-sv-$$" 2>/dev/null
+  rm -f "$sock"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- helpers
+
+field() { sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" <<<"$1" | tail -n 1; }
+fd_count() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+# The smallest of a few samples: in client mode a connect attempt briefly holds a socket.
+stable_fd_count() {
+  local pid=$1 i n best=999999
+  for ((i = 0; i < 6; i++)); do
+    n=$(fd_count "$pid"); ((n < best)) && best=$n
+    sleep 0.05
+  done
+  echo "$best"
+}
+
+# Starts `uvhost serve` with one port on CPU 0; waits until it listens (server) or runs.
+start_serve() {
+  local backend=$1
+  local port="sock=$sock,backend=$backend,name=p0"
+  [[ $arrangement == serve-client ]] && port+=",client"
+  taskset -c 0 "$uvhost" serve --port "$port" --summary-json "$dir/summary.json" \
+    >"$dir/serve.out" 2>"$dir/serve.log" &
+  SERVE_PID=$!
+  local i
+  for ((i = 0; i < 100; i++)); do
+    if [[ $arrangement == serve-client ]]; then grep -q "ready" "$dir/serve.log" && return 0
+    else [[ -S $sock ]] && return 0; fi
+    kill -0 "$SERVE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "uvhost serve did not come up:"; cat "$dir/serve.log"
+  return 1
+}
+
+stop_serve() {
+  kill -TERM "$SERVE_PID"
+  wait "$SERVE_PID"
+  local rc=$?
+  SERVE_PID=""
+  ((rc == 0)) || fail "uvhost serve exited $rc on SIGTERM"
+  [[ -e $sock && $arrangement == serve-server ]] && fail "uvhost serve left its socket behind"
+  return 0
+}
+
+# testpmd as the frontend (virtio_user): connects to serve, or listens for it.
+testpmd_flag() { [[ $arrangement == serve-server ]] && echo --client || echo --server; }
+
+# Runs testpmd virtio_user in the foreground; its summary line goes to $dir/tp-$tag.out.
+run_testpmd() {
+  local tag=$1 mode=$2 secs=$3; shift 3
+  "$TESTPMD_SH" run --role virtio-user --socket "$sock" "$(testpmd_flag)" --mode "$mode" --seconds "$secs" \
+    --cpu 1 --prefix "uvh-sv-$$-$tag" --log "$dir/testpmd-$tag.log" "$@" >"$dir/tp-$tag.out" 2>&1
+}
+
+# Waits for serve to log the end of connection N; prints that line.
+connection_end() {
+  local n=$1 i line
+  for ((i = 0; i < 100; i++)); do
+    line=$(grep "connection $n ended" "$dir/serve.log")
+    [[ -n $line ]] && { echo "$line"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
+# |a - b| <= IN_FLIGHT_MAX, with a > 0.
+agree() { local a=$1 b=$2 d=$(($1 - $2)); ((d < 0)) && d=$((-d)); ((a > 0 && d <= IN_FLIGHT_MAX)); }
+
+# ---------------------------------------------------------------- cases
+
+case_sink() {
+  start_serve sink || return 1
+  run_testpmd sink txonly "$seconds" || { fail "testpmd: $(cat "$dir/tp-sink.out")"; return 1; }
+  local tp end
+  tp=$(grep '^rx_packets=' "$dir/tp-sink.out")
+  end=$(connection_end 1) || { fail "serve never saw the connection end"; return 1; }
+  stop_serve
+  local sent got
+  sent=$(field "$tp" tx_packets); got=$(field "$end" tx_packets)
+  echo "testpmd virtio_user txonly: sent=$sent tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}')"
+  echo "uvhost serve sink:          received=$got"
+  agree "$sent" "$got" || fail "testpmd sent $sent, uvhost serve counted $got"
+  [[ $sent == "$got" ]] || echo "note: counts differ by $((sent - got)) (in the ring when testpmd stopped its device)"
+}
+
+case_loopback() {
+  start_serve loopback || return 1
+  run_testpmd loop io "$seconds" --tx-first || { fail "testpmd: $(cat "$dir/tp-loop.out")"; return 1; }
+  local tp end
+  tp=$(grep '^rx_packets=' "$dir/tp-loop.out")
+  end=$(connection_end 1) || { fail "serve never saw the connection end"; return 1; }
+  stop_serve
+  local tp_tx tp_rx sv_tx sv_rx sv_drop
+  tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
+  sv_tx=$(field "$end" tx_packets); sv_rx=$(field "$end" rx_packets); sv_drop=$(field "$end" rx_dropped)
+  echo "testpmd virtio_user io: tx=$tp_tx rx=$tp_rx"
+  echo "uvhost serve loopback:  from guest=$sv_tx to guest=$sv_rx dropped=$sv_drop"
+  ((tp_tx > 0 && tp_rx > 0)) || fail "testpmd: a direction carried nothing (tx=$tp_tx rx=$tp_rx)"
+  agree "$tp_tx" "$sv_tx" || fail "guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_tx"
+  agree "$sv_rx" "$tp_rx" || fail "uvhost->guest: uvhost delivered $sv_rx, testpmd received $tp_rx"
+  ((sv_rx + sv_drop <= sv_tx)) || fail "uvhost reflected more ($sv_rx + $sv_drop dropped) than it got ($sv_tx)"
+}
+
+case_reconnect() {
+  start_serve sink || return 1
+  local pid=$SERVE_PID fd0 fd_live fd_after
+  fd0=$(stable_fd_count "$pid")
+  # First testpmd: long run, killed with SIGKILL while it sends.
+  "$TESTPMD_SH" run --role virtio-user --socket "$sock" "$(testpmd_flag)" --mode txonly --seconds 60 \
+    --cpu 1 --prefix "uvh-sv-$$-k" --log "$dir/testpmd-k.log" >"$dir/tp-k.out" 2>&1 &
+  TP_PID=$!
+  local i
+  for ((i = 0; i < 300; i++)); do grep -q "start packet forwarding" "$dir/testpmd-k.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 2
+  fd_live=$(fd_count "$pid")
+  pkill -9 -f "file-prefix uvh-sv-$$-k" || fail "no testpmd to kill"
+  wait "$TP_PID" 2>/dev/null
+  TP_PID=""
+  local end1
+  end1=$(connection_end 1) || { fail "serve did not notice the killed frontend"; return 1; }
+  echo "killed testpmd; serve: $end1"
+  (($(field "$end1" tx_packets) > 0)) || fail "no traffic before the kill"
+  kill -0 "$pid" 2>/dev/null || { fail "uvhost serve died"; return 1; }
+  sleep 0.3
+  fd_after=$(stable_fd_count "$pid")
+  echo "serve fds: before=$fd0 with frontend=$fd_live after kill=$fd_after"
+  ((fd_after == fd0)) || fail "fd count $fd_after after the killed frontend, $fd0 before"
+  rm -rf "/var/run/dpdk/uvh-sv-$$-k" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/uvh-sv-$$-k"
+
+  # Second testpmd: served by the same process.
+  run_testpmd again txonly "$seconds" || { fail "second testpmd: $(cat "$dir/tp-again.out")"; return 1; }
+  local tp end2
+  tp=$(grep '^rx_packets=' "$dir/tp-again.out")
+  end2=$(connection_end 2) || { fail "serve did not serve the second testpmd"; return 1; }
+  local sent got
+  sent=$(field "$tp" tx_packets); got=$(field "$end2" tx_packets)
+  echo "second testpmd: sent=$sent; serve connection 2 received=$got"
+  agree "$sent" "$got" || fail "second connection: testpmd sent $sent, uvhost counted $got"
+  sleep 0.3
+  fd_after=$(stable_fd_count "$pid")
+  echo "serve fds after the second frontend: $fd_after"
+  ((fd_after == fd0)) || fail "fd count $fd_after after the second frontend, $fd0 before"
+  [[ $SERVE_PID == "$pid" ]] || fail "uvhost serve was restarted"
+  stop_serve
+}
+
+mean_ci() {  # prints "mean half_width" (95%, t-distribution) of the numbers on stdin
+  awk '{ v[n++] = $1; s += $1 }
+    END {
+      split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
+      m = s / n; var = 0
+      for (i = 0; i < n; i++) var += (v[i] - m)^2
+      sd = n > 1 ? sqrt(var / (n - 1)) : 0
+      q = (n - 1 >= 1 && n - 1 <= 20) ? t[n - 1] : 1.96
+      printf "%.3f %.3f\n", m, (n > 1 ? q * sd / sqrt(n) : 0)
+    }'
+}
+
+case_bench() {
+  local r base_rates=() serve_rates=()
+  echo "# sender: testpmd virtio_user txonly, 64-byte packets, CPU 1; receiver on CPU 0; $seconds s per run, $runs runs interleaved"
+  echo "# $(date -u +%F) load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for ((r = 1; r <= runs; r++)); do
+    # A: testpmd's own vhost PMD (rxonly) as the receiver.
+    local bdir="$dir/base-$r"
+    mkdir -p "$bdir"
+    if "$TESTPMD_SH" baseline --arrangement vhost-server --seconds "$seconds" --runs 1 --dir "$bdir" >"$bdir/out" 2>&1; then
+      local line
+      line=$(grep -A1 '^role=virtio-user' "$bdir/runs.log" | grep '^rx_packets=')
+      base_rates+=("$(field "$line" tx_pps)")
+      echo "run $r testpmd-vhost: tx_mpps=$(awk -v p="$(field "$line" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}') $(grep 'run 1' "$bdir/out")"
+    else
+      fail "baseline run $r"; cat "$bdir/out"
+    fi
+    # B: uvhost serve sink as the receiver.
+    start_serve sink || return 1
+    if run_testpmd "b$r" txonly "$seconds"; then
+      local tp end
+      tp=$(grep '^rx_packets=' "$dir/tp-b$r.out")
+      end=$(connection_end 1)
+      serve_rates+=("$(field "$tp" tx_pps)")
+      echo "run $r uvhost-serve:  tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}') sent=$(field "$tp" tx_packets) received=$(field "$end" tx_packets)"
+    else
+      fail "uvhost run $r: $(cat "$dir/tp-b$r.out")"
+    fi
+    stop_serve
+    rm -f "$dir/serve.log"
+  done
+  local a b
+  a=($(printf '%s\n' "${base_rates[@]}" | awk '{print $1/1e6}' | mean_ci))
+  b=($(printf '%s\n' "${serve_rates[@]}" | awk '{print $1/1e6}' | mean_ci))
+  echo "testpmd virtio_user -> testpmd vhost PMD: ${a[0]} ±${a[1]} Mpps (n=${#base_rates[@]})"
+  echo "testpmd virtio_user -> uvhost serve sink: ${b[0]} ±${b[1]} Mpps (n=${#serve_rates[@]})"
+  awk -v a="${a[0]}" -v b="${b[0]}" 'BEGIN { if (a > 0) printf "uvhost / testpmd: %.2fx\n", b / a }'
+}
+
+"case_$case_name"
+if ((failed)); then
+  echo "logs kept in $dir"
+  exit 1
+fi
+echo "PASS: $case_name ($arrangement)"
+rm -rf "$dir"
+exit 0
