@@ -174,6 +174,9 @@ case_reconnect() {
   sleep 2
   fd_live=$(fd_count "$pid")
   pkill -9 -f "file-prefix uvh-sv-$$-k" || fail "no testpmd to kill"
+  # The testpmd.sh wrapper would sit out its 60 s; TERM makes it give up now (it then
+  # finds no final statistics from the killed testpmd, as expected).
+  kill -TERM "$TP_PID" 2>/dev/null
   wait "$TP_PID" 2>/dev/null
   TP_PID=""
   local end1
