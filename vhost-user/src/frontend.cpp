@@ -34,7 +34,7 @@ virtio::DriverOptions driver_options(const FrontendOptions& options, uint64_t fe
 }  // namespace
 
 Frontend::Frontend(Connection connection, const FrontendOptions& options)
-    : connection_(std::move(connection)), options_(options) {}
+    : connection_(std::move(connection)), options_(options), vring_bases_(size_t{options.queue_pairs} * 2) {}
 
 Frontend::~Frontend() {
   connection_.close();
@@ -131,13 +131,17 @@ bool Frontend::request_vring_state(Request request, const Payload& payload, Vrin
 bool Frontend::negotiate() {
   uint64_t offered = 0;
   if (!request_u64(Request::kGetFeatures, std::monostate{}, offered)) return false;
+  // Several queue pairs need VIRTIO_NET_F_MQ and the MQ protocol feature: asked for
+  // whenever options.queue_pairs > 1, whatever options.features says.
+  const bool multiqueue = options_.queue_pairs > 1;
+  const uint64_t asked = options_.features | (multiqueue ? feature::kNetMq : 0);
   // Only bits we asked for and the backend offered; anything else it sets is ignored.
-  features_ = offered & options_.features;
+  features_ = offered & asked;
 
   if ((features_ & feature::kProtocolFeatures) != 0) {
     uint64_t offered_protocol = 0;
     if (!request_u64(Request::kGetProtocolFeatures, std::monostate{}, offered_protocol)) return false;
-    uint64_t wanted = options_.protocol_features & offered_protocol;
+    uint64_t wanted = (options_.protocol_features | (multiqueue ? protocol::kMq : 0)) & offered_protocol;
     // MQ only matters with several pairs; STATUS is never asked for (it would make a
     // backend such as DPDK wait for SET_STATUS DRIVER_OK before using the rings).
     wanted &= ~protocol::kStatus;
@@ -152,7 +156,7 @@ bool Frontend::negotiate() {
       }
     }
   }
-  if (options_.queue_pairs > 1 &&
+  if (multiqueue &&
       ((features_ & feature::kNetMq) == 0 || (protocol_features_ & protocol::kMq) == 0)) {
     return fail("frontend: several queue pairs need VIRTIO_NET_F_MQ and the MQ protocol feature");
   }
@@ -205,6 +209,8 @@ bool Frontend::setup_memory() {
       // Polling is the default: the device need not signal us until a wait_*() asks.
       vring->queue->disable_interrupts();
     }
+    pair->tx_next_slot.assign(options_.queue_size, FrontendVring::kNoSlot);
+    pair->tx_chain.reserve(options_.queue_size);
     pair->tx_free_slots.reserve(options_.queue_size);
     for (uint32_t s = options_.queue_size; s-- > 0;) pair->tx_free_slots.push_back(static_cast<uint16_t>(s));
     pairs_.push_back(std::move(pair));
@@ -276,14 +282,32 @@ bool Frontend::stop() {
       if (!ok) break;
       VringState state;
       ok = request_vring_state(Request::kGetVringBase, VringState{vring->index, 0}, state);
-      if (ok && state.index != vring->index) {
+      if (!ok) break;
+      if (state.index != vring->index) {
         ok = fail(fmt::format("frontend: GET_VRING_BASE for vring {} answered for vring {}", vring->index,
                               state.index));
+        break;
       }
+      // The next avail entry the device would process lies between the first entry we
+      // have not reaped and the last we made available (mod 2^16): anything else is a
+      // lie about the ring.
+      const virtio::DriverQueue& queue = *vring->queue;
+      const auto reaped = static_cast<uint16_t>(queue.avail_index() - queue.in_flight());
+      if (state.num > 0xffff || static_cast<uint16_t>(state.num - reaped) > queue.in_flight()) {
+        ok = fail(fmt::format("frontend: GET_VRING_BASE for vring {} answered {}, outside [{}, {}]", vring->index,
+                              state.num, reaped, queue.avail_index()));
+        break;
+      }
+      vring_bases_[vring->index] = static_cast<uint16_t>(state.num);
     }
   }
   connection_.close();
   return ok;
+}
+
+std::optional<uint16_t> Frontend::stopped_base(uint32_t vring) const {
+  if (vring >= vring_bases_.size()) return std::nullopt;
+  return vring_bases_[vring];
 }
 
 // ---------------------------------------------------------------- connecting

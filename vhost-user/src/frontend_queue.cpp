@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -14,6 +15,8 @@ namespace uvhost::vhost_user {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // Waits for an eventfd to become readable and drains it. true if it was signalled.
 bool wait_eventfd(int fd, std::chrono::milliseconds timeout) {
   pollfd pfd{fd, POLLIN, 0};
@@ -22,6 +25,13 @@ bool wait_eventfd(int fd, std::chrono::milliseconds timeout) {
   eventfd_t value = 0;
   (void)::eventfd_read(fd, &value);  // nonblocking: drains, or EAGAIN if raced
   return true;
+}
+
+// Time left until `deadline`, rounded up to whole milliseconds (0 once it passed).
+std::chrono::milliseconds left_until(Clock::time_point deadline) {
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return std::chrono::milliseconds{0};
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
 }
 
 }  // namespace
@@ -33,35 +43,69 @@ size_t Frontend::reap_tx(uint32_t pair_index) {
   FrontendQueuePair& pair = *pairs_[pair_index];
   size_t reaped = 0;
   while (std::optional<virtio::UsedElement> used = pair.tx.queue->reap()) {
-    // reap() only returns ids that were in flight, so the slot is ours.
-    const uint16_t slot = pair.tx.slot_of_head[used->id];
+    // reap() only returns ids that were in flight, so the chain and its slots are ours.
+    uint16_t slot = pair.tx.slot_of_head[used->id];
     pair.tx.slot_of_head[used->id] = FrontendVring::kNoSlot;
-    pair.tx_free_slots.push_back(slot);
+    while (slot != FrontendVring::kNoSlot) {
+      const uint16_t next = pair.tx_next_slot[slot];
+      pair.tx_next_slot[slot] = FrontendVring::kNoSlot;
+      pair.tx_free_slots.push_back(slot);
+      slot = next;
+    }
     ++reaped;
+  }
+  if (pair.tx.queue->device_misbehaved()) {
+    fail(fmt::format("frontend: device returned a used id on TX vring {} that was not in flight", pair.tx.index));
   }
   return reaped;
 }
 
 bool Frontend::enqueue_tx(std::span<const std::byte> frame, uint32_t pair_index, const virtio::NetHeader& header) {
   if (pair_index >= pairs_.size() || broken()) return false;
-  if (frame.size() > options_.buffer_size - header_size_) return false;
   FrontendQueuePair& pair = *pairs_[pair_index];
-  if (pair.tx_free_slots.empty() && reap_tx(pair_index) == 0) {
-    ++stats_.tx_full;
-    return false;
+  const uint32_t buffer_size = options_.buffer_size;
+  // Header and frame go into as many buffers as they need, one descriptor each (the
+  // header always fits the first: buffer_size is at least 76 bytes).
+  const size_t needed = tx_buffers_for(frame.size());
+  if (needed > options_.queue_size) return false;  // larger than the whole ring: never fits
+  if (pair.tx_free_slots.size() < needed) {
+    (void)reap_tx(pair_index);
+    if (broken()) return false;
+    if (pair.tx_free_slots.size() < needed) {
+      ++stats_.tx_full;
+      return false;
+    }
   }
-  const uint16_t slot = pair.tx_free_slots.back();
-  std::byte* buffer = pair.tx.slot_host(slot, options_.buffer_size);
   virtio::NetHeader tx_header = header;
   tx_header.num_buffers = 0;  // a driver sets it to 0 on transmit
-  virtio::encode_net_header(tx_header, header_size_, {buffer, header_size_});
-  std::memcpy(buffer + header_size_, frame.data(), frame.size());
-  const virtio::DriverQueue::Buffer descriptor{pair.tx.slot_guest(slot, options_.buffer_size),
-                                               static_cast<uint32_t>(header_size_ + frame.size()), false};
-  const std::optional<uint16_t> head = pair.tx.queue->add_chain({&descriptor, 1});
-  if (!head) return fail("frontend: internal: TX ring full with a free slot");
-  pair.tx_free_slots.pop_back();
-  pair.tx.slot_of_head[*head] = slot;
+  pair.tx_chain.clear();
+  size_t copied = 0;  // frame bytes placed so far
+  for (size_t i = 0; i < needed; ++i) {
+    const uint16_t slot = pair.tx_free_slots[pair.tx_free_slots.size() - 1 - i];
+    std::byte* buffer = pair.tx.slot_host(slot, buffer_size);
+    size_t used = 0;
+    if (i == 0) {
+      virtio::encode_net_header(tx_header, header_size_, {buffer, header_size_});
+      used = header_size_;
+    }
+    const size_t take = std::min<size_t>(buffer_size - used, frame.size() - copied);
+    if (take > 0) std::memcpy(buffer + used, frame.data() + copied, take);
+    copied += take;
+    pair.tx_chain.push_back(virtio::DriverQueue::Buffer{pair.tx.slot_guest(slot, buffer_size),
+                                                        static_cast<uint32_t>(used + take), false});
+  }
+  const std::optional<uint16_t> head = pair.tx.queue->add_chain(pair.tx_chain);
+  if (!head) return fail("frontend: internal: TX ring full with enough free slots");
+  // Link the chain's slots in descriptor order, then take them off the free list.
+  uint16_t next = FrontendVring::kNoSlot;
+  for (size_t i = 0; i < needed; ++i) {
+    // Chain element k is tx_free_slots[size - 1 - k]: this walks from the last to the first.
+    const uint16_t slot = pair.tx_free_slots[pair.tx_free_slots.size() - needed + i];
+    pair.tx_next_slot[slot] = next;
+    next = slot;
+  }
+  pair.tx_free_slots.resize(pair.tx_free_slots.size() - needed);
+  pair.tx.slot_of_head[*head] = next;  // the first slot
   pair.tx_unpublished = true;
   ++stats_.tx_packets;
   return true;
@@ -75,14 +119,34 @@ void Frontend::flush_tx(uint32_t pair_index) {
   if (pair.tx.queue->publish()) ++stats_.tx_kicks;
 }
 
-bool Frontend::wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair_index) {
+size_t Frontend::tx_buffers_for(size_t frame_bytes) const noexcept {
+  return (header_size_ + frame_bytes + options_.buffer_size - 1) / options_.buffer_size;
+}
+
+bool Frontend::wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair_index, size_t frame_bytes) {
   if (pair_index >= pairs_.size() || broken()) return false;
   FrontendQueuePair& pair = *pairs_[pair_index];
-  if (!pair.tx_free_slots.empty() || reap_tx(pair_index) > 0) return true;
-  // Re-enable, re-check (a completion may have come before), then sleep.
-  if (!pair.tx.queue->enable_interrupts()) wait_eventfd(pair.tx.call.get(), timeout);
-  pair.tx.queue->disable_interrupts();
-  return reap_tx(pair_index) > 0 || !pair.tx_free_slots.empty();
+  const size_t needed = tx_buffers_for(frame_bytes);
+  if (needed > options_.queue_size) return false;  // never fits
+  flush_tx(pair_index);
+  auto room = [&] {
+    (void)reap_tx(pair_index);
+    return !broken() && pair.tx_free_slots.size() >= needed;
+  };
+  if (room()) return true;
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    // Re-enable, re-check (a completion may have come before), then sleep. The call fd
+    // may hold a signal from before (nobody drains it while we poll): a wakeup is only
+    // a hint, the used ring says whether room came.
+    if (!pair.tx.queue->enable_interrupts()) {
+      const std::chrono::milliseconds left = left_until(deadline);
+      if (left.count() > 0) (void)wait_eventfd(pair.tx.call.get(), left);
+    }
+    pair.tx.queue->disable_interrupts();
+    if (room()) return true;
+    if (broken() || left_until(deadline).count() == 0) return false;
+  }
 }
 
 uint16_t Frontend::tx_in_flight(uint32_t pair_index) const {
@@ -163,19 +227,32 @@ size_t Frontend::poll_rx(const std::function<void(const RxPacket&)>& on_packet, 
     }
   }
   if (reposted) (void)rx.queue->publish();
+  if (rx.queue->device_misbehaved()) {
+    fail(fmt::format("frontend: device returned a used id on RX vring {} that was not in flight", rx.index));
+  }
   return delivered;
 }
 
 bool Frontend::wait_rx(std::chrono::milliseconds timeout, uint32_t pair_index) {
   if (pair_index >= pairs_.size() || broken()) return false;
   FrontendVring& rx = pairs_[pair_index]->rx;
-  bool pending = rx.queue->enable_interrupts();
-  if (!pending) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    // enable_interrupts() re-checks the used ring: true means something is there. A
+    // wakeup alone proves nothing (the call fd may hold an old signal), so after one
+    // the ring is checked again.
+    if (rx.queue->enable_interrupts()) {
+      rx.queue->disable_interrupts();
+      return true;
+    }
+    const std::chrono::milliseconds left = left_until(deadline);
+    if (left.count() == 0) {
+      rx.queue->disable_interrupts();
+      return false;
+    }
     ++stats_.rx_calls_waited;
-    pending = wait_eventfd(rx.call.get(), timeout);
+    (void)wait_eventfd(rx.call.get(), left);
   }
-  rx.queue->disable_interrupts();
-  return pending;
 }
 
 }  // namespace uvhost::vhost_user

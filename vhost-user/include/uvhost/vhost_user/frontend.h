@@ -18,10 +18,14 @@
 //    guest physical addresses start at options.guest_phys_base, frontend addresses are
 //    our own virtual addresses (what SET_VRING_ADDR carries).
 //  - Queues: per queue pair p, RX is vring 2p and TX is vring 2p+1, each a virtio
-//    DriverQueue. TX buffers are one descriptor each (virtio_net_hdr + frame); RX
-//    buffers are one device-writable descriptor each, all posted at start and reposted
-//    as soon as they are reaped. With MRG_RXBUF a packet may span several buffers
-//    (num_buffers in its header); without it, one packet per buffer.
+//    DriverQueue. A TX frame is one chain: virtio_net_hdr + frame over as many
+//    buffers as it needs, one descriptor per buffer (a frame needing more buffers than
+//    the ring has is refused). RX buffers are one device-writable descriptor each, all
+//    posted at start and reposted as soon as they are reaped. With MRG_RXBUF a packet
+//    may span several buffers (num_buffers in its header, reassembled here); without
+//    it, one packet per buffer (the backend drops what does not fit one).
+//  - Multiqueue: queue_pairs > 1 asks for VIRTIO_NET_F_MQ and the MQ protocol feature
+//    (whatever options.features says) and fails if the backend lacks either.
 //  - Notifications: kicks go through the kick eventfd and honour the device's
 //    suppression (VRING_USED_F_NO_NOTIFY or avail_event); call eventfds are given for
 //    every vring; wait_rx() / wait_tx_space() sleep on them, poll_rx() / reap_tx() never
@@ -29,17 +33,17 @@
 //  - REPLY_ACK: when negotiated, every request without a reply of its own asks for one
 //    (NEED_REPLY) and a nonzero ack fails the step.
 //  - stop(): SET_VRING_ENABLE 0 (if negotiated), GET_VRING_BASE per vring (which stops
-//    it), then closes the socket. The destructor closes without the messages.
+//    it), then closes the socket; stopped_base() keeps each answer. The destructor
+//    closes without the messages.
 //
 //  What it trusts and what not
 //  - The backend is not trusted: each reply is checked (parse_reply: version, REPLY bit,
 //    request, size, no fds), a reply must arrive within options.reply_timeout, features
 //    beyond what we asked are never used, GET_VRING_BASE must answer for the vring
-//    asked, and every used entry is checked (length within the buffer, at least a
-//    header, num_buffers within what is posted). A violation marks the frontend broken
-//    (error() says why); nothing is sent or received after that.
-//    Caveat: virtio::DriverQueue::reap() treats a used id that is not in flight as
-//    misuse (abort in debug builds, ignored in release builds).
+//    asked and answer an index between the first entry not yet reaped and the last
+//    made available, and every used entry is checked (id in flight, length within the
+//    buffer, at least a header, num_buffers within what is posted). A violation marks
+//    the frontend broken (error() says why); nothing is sent or received after that.
 //  - Threading: one thread at a time, like DriverQueue.
 #pragma once
 
@@ -48,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,9 +101,10 @@ class Frontend {
   Frontend& operator=(const Frontend&) = delete;
 
   // ---- transmit (TX vring 2p+1) ----
-  // Copies header + frame into a free TX buffer and adds it, unpublished. false when
-  // the ring is full (even after reaping completions), the frame does not fit in a
-  // buffer, or the frontend is broken.
+  // Copies header + frame into free TX buffers (as many as it takes) and adds them as
+  // one chain, unpublished. false when the ring lacks the buffers (even after reaping
+  // completions; counted in tx_full), the frame needs more buffers than the ring has,
+  // or the frontend is broken.
   bool enqueue_tx(std::span<const std::byte> frame, uint32_t pair = 0, const virtio::NetHeader& header = {});
   // Publishes what was enqueued; kicks if the device asks for it.
   void flush_tx(uint32_t pair = 0);
@@ -109,15 +115,19 @@ class Frontend {
   }
   // Reaps TX completions (frees buffers). Returns how many.
   size_t reap_tx(uint32_t pair = 0);
-  // Sleeps on the TX call fd until a completion frees room (or timeout). true if room.
-  bool wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair = 0);
+  // Sleeps on the TX call fd until completions free room for a frame of `frame_bytes`
+  // (0: any frame that fits one buffer), or `timeout` passes; true if there is room.
+  // Publishes what was enqueued first (the device cannot complete what it cannot see).
+  // A stale or spurious call does not end the wait early.
+  bool wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair = 0, size_t frame_bytes = 0);
   uint16_t tx_in_flight(uint32_t pair = 0) const;
 
   // ---- receive (RX vring 2p) ----
   // Hands up to `max` received packets to `on_packet`, reposts their buffers, returns
   // how many. Never blocks.
   size_t poll_rx(const std::function<void(const RxPacket&)>& on_packet, size_t max = SIZE_MAX, uint32_t pair = 0);
-  // Sleeps on the RX call fd until something was received (or timeout); true if so.
+  // Sleeps on the RX call fd until something was received (or timeout); true if so (a
+  // stale or spurious call does not count: the used ring is checked).
   bool wait_rx(std::chrono::milliseconds timeout, uint32_t pair = 0);
 
   // ---- teardown ----
@@ -125,6 +135,9 @@ class Frontend {
   // closes the socket. false (error() set) if the backend misbehaved on the way; the
   // socket is closed either way.
   bool stop();
+  // What GET_VRING_BASE answered for `vring` during stop() (nullopt before, or if stop()
+  // did not get that far).
+  std::optional<uint16_t> stopped_base(uint32_t vring) const;
 
   bool broken() const noexcept { return !error_.empty(); }
   const std::string& error() const noexcept { return error_; }
@@ -150,6 +163,8 @@ class Frontend {
   bool request_vring_state(Request request, const Payload& payload, VringState& reply);
   bool await_reply(Request expected, ReplyKind kind, Payload& reply);
   bool fail(std::string why);
+  // TX buffers (descriptors) a frame of `frame_bytes` takes, header included.
+  size_t tx_buffers_for(size_t frame_bytes) const noexcept;
 
   Connection connection_;
   FrontendOptions options_;
@@ -164,6 +179,7 @@ class Frontend {
   size_t memory_bytes_ = 0;
 
   std::vector<std::unique_ptr<FrontendQueuePair>> pairs_;
+  std::vector<std::optional<uint16_t>> vring_bases_;  // per vring, filled by stop()
   FrontendStats stats_;
   std::string error_;
 };

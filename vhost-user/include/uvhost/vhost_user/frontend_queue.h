@@ -6,8 +6,12 @@
 //  - Internal to the frontend; public only so that frontend.cpp and frontend_queue.cpp
 //    share it. Every buffer lives in the frontend's shared memfd: `slot` i of a vring
 //    is the buffer at buffers_host + i * buffer_size (guest address buffers_guest + ...).
-//  - A head handed out by DriverQueue maps to the slot its single descriptor points at
-//    (slot_of_head); kNoSlot marks heads the device does not own.
+//  - A head handed out by DriverQueue maps to the slot its first descriptor points at
+//    (slot_of_head); kNoSlot marks heads the device does not own. RX chains are one
+//    descriptor (one slot) each. A TX frame larger than one buffer is a chain of
+//    several descriptors, one slot each: tx_next_slot links the slots of one chain in
+//    descriptor order (kNoSlot ends it). Every TX descriptor owns exactly one slot, so
+//    tx_free_slots.size() == the TX DriverQueue's free_descriptors() at all times.
 //  - An RX packet that spans several buffers (MRG_RXBUF) is assembled in `assembly`
 //    across poll_rx calls if the device has published only part of it so far.
 #pragma once
@@ -48,6 +52,8 @@ struct FrontendQueuePair {
   FrontendVring rx;
   FrontendVring tx;
   std::vector<uint16_t> tx_free_slots;
+  std::vector<uint16_t> tx_next_slot;                 // per TX slot: the next slot of its chain
+  std::vector<virtio::DriverQueue::Buffer> tx_chain;  // scratch: the chain being added
   bool tx_unpublished = false;
 
   // MRG_RXBUF assembly of a packet spread over several buffers.
