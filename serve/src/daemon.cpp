@@ -20,7 +20,11 @@ Daemon::~Daemon() {
 }
 
 bool Daemon::start(std::string& error) {
-  ports_.clear();
+  // Once only: a second start would destroy ports whose threads still run them.
+  if (!ports_.empty() || !threads_.empty()) {
+    error = "the daemon was started already";
+    return false;
+  }
   for (const PortSpec& spec : specs_) {
     auto port = std::make_unique<Port>(spec, stop_fd_.get(), options_.stats_interval);
     if (!port->open(error)) {

@@ -27,12 +27,15 @@ namespace {
 
 constexpr std::chrono::milliseconds kBackoffInitial{10};
 constexpr std::chrono::milliseconds kBackoffMax{1000};
+constexpr std::chrono::milliseconds kShortConnection{1000};
 
 // Is there a socket file at `path` that nobody listens on (left by a dead process)?
 bool is_stale_socket(const std::string& path) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode)) return false;
-  vhost_user::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // Non-blocking: a live listener whose backlog is full must not hang start() (that
+  // connect would block until the owner accepts); it fails with EAGAIN: not stale.
+  vhost_user::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!probe.valid()) return false;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -79,6 +82,13 @@ Port::Port(PortSpec spec, int stop_fd, std::chrono::milliseconds stats_interval)
 Port::~Port() = default;  // the Listener unlinks the socket
 
 bool Port::open(std::string& error) {
+  // A path no socket can have fails the start in either mode (a client port would
+  // otherwise retry it forever).
+  if (spec_.socket_path.empty() || spec_.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    error = fmt::format("{}: socket path '{}' is empty or longer than {} bytes", spec_.name, spec_.socket_path,
+                        sizeof(sockaddr_un::sun_path) - 1);
+    return false;
+  }
   if (spec_.client) return true;
   vhost_user::Listener::Options options;
   options.mode = spec_.socket_mode;
@@ -119,9 +129,23 @@ bool Port::wait_for(int fd, int timeout_ms) const {
 void Port::run() {
   spdlog::info("{}: ready", describe(spec_));
   next_stats_ = std::chrono::steady_clock::now() + stats_interval_;
+  // Client mode: a frontend that accepts us and then hangs up at once (or breaks the
+  // protocol every time) must not turn this loop into a busy connect/serve cycle: a
+  // connection shorter than kShortConnection makes the next connect wait, with the same
+  // doubling delay as failed attempts; a longer one resets it.
+  auto pause = std::chrono::milliseconds{0};
   while (!stop_requested()) {
-    std::optional<Connection> connection = spec_.client ? connect_to_frontend() : accept_frontend();
-    if (connection) serve(std::move(*connection));
+    if (!spec_.client) {
+      if (auto connection = accept_frontend()) serve(std::move(*connection));
+      continue;
+    }
+    if (pause.count() > 0) (void)wait_for(-1, static_cast<int>(pause.count()));  // ends early on a stop
+    auto connection = connect_to_frontend();
+    if (!connection) continue;
+    const auto began = std::chrono::steady_clock::now();
+    serve(std::move(*connection));
+    const bool short_lived = std::chrono::steady_clock::now() - began < kShortConnection;
+    pause = short_lived ? std::clamp(pause * 2, kBackoffInitial, kBackoffMax) : std::chrono::milliseconds{0};
   }
   log_stats("stopped");
 }

@@ -55,6 +55,9 @@ bool set_mode(std::string_view value, PortSpec& spec, std::string& error) {
 }
 
 bool set_memory(std::string_view value, PortSpec& spec, std::string& error) {
+  // The documented spelling is "pthread_rwlock" (a comma-list value, like the CLI's
+  // help says); the sync layer names it "pthread-rwlock". Both are accepted.
+  if (value == "pthread_rwlock") value = "pthread-rwlock";
   auto policy = sync::guard_policy_from_string(value);
   if (!policy) {
     error = fmt::format("memory guard '{}' unknown (rcu, mutex, rwsem, pthread_rwlock)", value);
@@ -75,6 +78,9 @@ bool set_client(std::string_view value, PortSpec& spec, std::string& error) {
   }
   return true;
 }
+
+// "path" is another name for "sock": giving both is giving the socket twice.
+std::string_view canonical_key(std::string_view key) { return key == "path" ? std::string_view("sock") : key; }
 
 // One key=value item; the value is nullopt for a bare key ("client").
 bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec& spec, std::string& error) {
@@ -129,8 +135,8 @@ std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& erro
     const std::string_view key = item.substr(0, equals);
     std::optional<std::string_view> value;
     if (equals != std::string_view::npos) value = item.substr(equals + 1);
-    if (!seen.emplace(key).second) {
-      error = fmt::format("'{}' given twice in port '{}'", key, text);
+    if (!seen.emplace(canonical_key(key)).second) {
+      error = fmt::format("'{}' given twice in port '{}'", canonical_key(key), text);
       return std::nullopt;
     }
     if (!apply(key, value, spec, error)) {
@@ -165,7 +171,12 @@ std::optional<std::vector<PortSpec>> parse_config(const nlohmann::json& config, 
       return std::nullopt;
     }
     PortSpec spec;
+    std::set<std::string, std::less<>> seen;  // JSON keys are unique, but "sock" and "path" are one
     for (const auto& [key, value] : entry.items()) {
+      if (!seen.emplace(std::string(canonical_key(key))).second) {
+        error = fmt::format("{}: '{}' given twice", where, canonical_key(key));
+        return std::nullopt;
+      }
       std::string text;
       if (value.is_string()) {
         text = value.get<std::string>();

@@ -5,7 +5,8 @@
 // --------
 //  - start() opens every port first (server sockets bound and listening, so a bad
 //    path or a socket in use fails here, before any thread runs), then starts one
-//    thread per port. On failure nothing is left running or bound.
+//    thread per port. On failure nothing is left running or bound (and start() may be
+//    tried again). After a successful start, start() fails ("started already").
 //  - request_stop() may be called from any thread and is async-signal-safe (one
 //    eventfd write). Each port finishes the burst it is in, stops its device's rings
 //    and closes the connection; wait() joins the threads. The sockets are removed when

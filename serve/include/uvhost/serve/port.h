@@ -13,7 +13,11 @@
 //     one is served is accepted and closed at once, with a warning;
 //   - client mode: the port connects to the frontend's socket, retrying with exponential
 //     backoff (10 ms doubling to 1 s) until it is there, and again after each
-//     disconnection, until the daemon stops.
+//     disconnection, until the daemon stops; a connection that ended within a second
+//     delays the next attempt the same way (a frontend that hangs up on us at once
+//     must not make us spin).
+//   The stale-socket probe of open() is a real connect(): a live daemon on that path
+//   sees a frontend come and go (and refuses to give the path up).
 //  The serving loop (one poll() over the stop fd, the socket, the listener and the
 //  transmit rings' kick eventfds) alternates control messages and datapath work: a
 //  message is handled as soon as it arrives, between bounded bursts of packets. While
@@ -68,7 +72,8 @@ class Port {
   Port& operator=(const Port&) = delete;
 
   // Server mode: binds and listens now. A socket file left behind by a dead process
-  // (nobody accepts on it) is replaced; a live one is not. Client mode: nothing to do.
+  // (nobody accepts on it) is replaced; a live one is not. Client mode: only checks that
+  // the path can be a socket's (empty or too long fails here, not at every retry).
   bool open(std::string& error);
 
   // Serves frontends until the stop fd is readable.

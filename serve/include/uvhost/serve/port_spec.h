@@ -13,6 +13,8 @@
 //      mode=OCTAL      the listening socket's permissions (default 0600), server only
 //      name=NAME       the port's name in logs and reports (default port<i>)
 //      memory=POLICY   the memory-table guard: rcu (default), mutex, rwsem, pthread_rwlock
+//                      (also spelled pthread-rwlock, the sync layer's name)
+//    `path=` is another name for `sock=` (giving both counts as a repeated key).
 //    Unknown keys, repeated keys, bad values: nullopt with `error` saying which.
 //  - parse_config() reads {"ports": [{"sock": ..., "client": bool, "queues": n,
 //    "backend": ..., "mode": "0660", "name": ..., "memory": ...}, ...]} with the same

@@ -1,0 +1,725 @@
+// daemon_test.cpp - serve::Daemon in process, over real Unix sockets in a temporary
+// directory, with our embedded Frontend (connect_frontend / listen_frontend) as the VM
+// and raw Connections as hostile peers: what each port carries (its totals), socket
+// permissions and cleanup, client-mode reconnects, one port's trouble kept from the
+// others, busy ports, stopping with a frontend attached, start() failures, fd hygiene.
+//
+// The daemon's counters are read through reports() after request_stop() + wait() (the
+// port threads own them while they run). Waits are bounded and generous (sanitizers,
+// two shared cores); nothing is checked by sleeping a fixed time.
+#include "uvhost/serve/daemon.h"
+
+#include <dirent.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "uvhost/vhost_user/connection.h"
+#include "uvhost/vhost_user/frontend.h"
+#include "uvhost/vhost_user/message.h"
+
+namespace uvhost::serve {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using vhost_user::Connection;
+using vhost_user::Frontend;
+using vhost_user::FrontendOptions;
+using vhost_user::InlineBackend;
+using vhost_user::ReceiveStatus;
+using vhost_user::Request;
+using vhost_user::RxPacket;
+
+// How long a step that should take milliseconds may take before the test gives up.
+constexpr auto kPatience = 10s;
+
+// ------------------------------------------------------------------ environment
+
+// Open descriptors of this process.
+int count_open_fds() {
+  int count = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  ::closedir(dir);
+  return count - 1;  // the directory stream's own fd
+}
+
+// A fresh directory for the sockets, removed with whatever is left in it.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/uvhost-serve-XXXXXX";
+    const char* made = ::mkdtemp(pattern);
+    EXPECT_NE(made, nullptr) << std::strerror(errno);
+    if (made != nullptr) path_ = made;
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    if (DIR* dir = ::opendir(path_.c_str())) {
+      while (dirent* entry = ::readdir(dir)) {
+        if (entry->d_name[0] != '.') (void)::unlink((path_ + "/" + entry->d_name).c_str());
+      }
+      ::closedir(dir);
+    }
+    (void)::rmdir(path_.c_str());
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+bool exists(const std::string& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
+// The permission bits of a socket file (or -1).
+int socket_mode(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode)) return -1;
+  return static_cast<int>(info.st_mode & 07777);
+}
+
+PortSpec port(const std::string& name, const std::string& path, InlineBackend backend = InlineBackend::kSink,
+              uint32_t queue_pairs = 1) {
+  PortSpec spec;
+  spec.name = name;
+  spec.socket_path = path;
+  spec.backend = backend;
+  spec.queue_pairs = queue_pairs;
+  return spec;
+}
+
+PortSpec client_port(const std::string& name, const std::string& path, InlineBackend backend = InlineBackend::kSink) {
+  PortSpec spec = port(name, path, backend);
+  spec.client = true;
+  return spec;
+}
+
+// Stops the daemon and returns what each port carried.
+std::vector<PortReport> stop_and_report(Daemon& daemon) {
+  daemon.request_stop();
+  daemon.wait();
+  return daemon.reports();
+}
+
+std::unique_ptr<Frontend> connect(const std::string& path, std::string& error, FrontendOptions options = {}) {
+  error.clear();
+  return vhost_user::connect_frontend(path, options, kPatience, error);
+}
+
+// ------------------------------------------------------------------ frames
+
+constexpr std::array<uint8_t, 6> kDst{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+constexpr std::array<uint8_t, 6> kSrc{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
+constexpr std::array<size_t, 8> kSizes{60, 64, 128, 333, 777, 1000, 1500, 1514};
+
+// An Ethernet frame of `size` bytes whose payload depends on `seq`.
+std::vector<std::byte> make_frame(size_t size, uint32_t seq) {
+  std::vector<std::byte> frame(size);
+  for (size_t i = 0; i < 6; ++i) {
+    frame[i] = std::byte{kDst[i]};
+    frame[6 + i] = std::byte{kSrc[i]};
+  }
+  frame[12] = std::byte{0x88};
+  frame[13] = std::byte{0xB5};
+  for (size_t i = 14; i < size; ++i) frame[i] = static_cast<std::byte>((seq * 131u + i * 7u) & 0xffu);
+  return frame;
+}
+
+std::vector<std::vector<std::byte>> make_frames(size_t count, uint32_t first_seq) {
+  std::vector<std::vector<std::byte>> frames;
+  for (size_t i = 0; i < count; ++i) {
+    const auto seq = first_seq + static_cast<uint32_t>(i);
+    frames.push_back(make_frame(kSizes[seq % kSizes.size()], seq));
+  }
+  return frames;
+}
+
+// What the loopback sends back: the same frame with the MAC addresses swapped.
+std::vector<std::byte> reflected(std::vector<std::byte> frame) {
+  std::swap_ranges(frame.begin(), frame.begin() + 6, frame.begin() + 6);
+  return frame;
+}
+
+uint64_t total_bytes(const std::vector<std::vector<std::byte>>& frames) {
+  uint64_t total = 0;
+  for (const auto& frame : frames) total += frame.size();
+  return total;
+}
+
+// Sends every frame on `pair`, waiting for room when the TX ring is full.
+bool send_all(Frontend& frontend, const std::vector<std::vector<std::byte>>& frames, uint32_t pair = 0) {
+  for (const auto& frame : frames) {
+    const auto deadline = Clock::now() + kPatience;
+    while (!frontend.send(frame, pair)) {
+      if (frontend.broken() || Clock::now() >= deadline) return false;
+      (void)frontend.wait_tx_space(100ms, pair, frame.size());
+    }
+  }
+  return true;
+}
+
+// Reaps TX completions until nothing is in flight on `pair` (the backend took it all).
+bool wait_tx_done(Frontend& frontend, uint32_t pair = 0) {
+  const auto deadline = Clock::now() + kPatience;
+  for (;;) {
+    (void)frontend.reap_tx(pair);
+    if (frontend.tx_in_flight(pair) == 0) return true;
+    if (frontend.broken() || Clock::now() >= deadline) return false;
+    (void)frontend.wait_tx_space(10ms, pair);
+  }
+}
+
+// Receives on `pair` until `count` frames arrived or `timeout` passed.
+std::vector<std::vector<std::byte>> receive(Frontend& frontend, size_t count, std::chrono::milliseconds timeout,
+                                            uint32_t pair = 0) {
+  std::vector<std::vector<std::byte>> out;
+  const auto deadline = Clock::now() + timeout;
+  while (out.size() < count && !frontend.broken()) {
+    frontend.poll_rx(
+        [&](const RxPacket& packet) {
+          EXPECT_EQ(packet.queue_pair, pair);
+          out.emplace_back(packet.frame.begin(), packet.frame.end());
+        },
+        SIZE_MAX, pair);
+    if (out.size() >= count || Clock::now() >= deadline) break;
+    (void)frontend.wait_rx(10ms, pair);
+  }
+  return out;
+}
+
+// Sends `frames` on `pair` of a loopback port and checks each comes back, in order,
+// MACs swapped, on the same pair. In batches well under the ring size: the loopback
+// drops what finds no receive buffer, and buffers are reposted only when received.
+void expect_echo(Frontend& frontend, const std::vector<std::vector<std::byte>>& frames, uint32_t pair = 0) {
+  constexpr size_t kBatch = 32;
+  for (size_t first = 0; first < frames.size(); first += kBatch) {
+    const size_t last = std::min(frames.size(), first + kBatch);
+    const std::vector<std::vector<std::byte>> batch(frames.begin() + static_cast<std::ptrdiff_t>(first),
+                                                    frames.begin() + static_cast<std::ptrdiff_t>(last));
+    ASSERT_TRUE(send_all(frontend, batch, pair)) << frontend.error();
+    const auto got = receive(frontend, batch.size(), kPatience, pair);
+    ASSERT_EQ(got.size(), batch.size()) << "pair " << pair << ": " << frontend.error();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      EXPECT_EQ(got[i], reflected(batch[i])) << "pair " << pair << " #" << first + i;
+    }
+  }
+  ASSERT_TRUE(wait_tx_done(frontend, pair)) << frontend.error();
+}
+
+// A raw peer on a port's socket, for the hostile tests: waits until the daemon closes
+// its end (EOF, or ECONNRESET when the daemon left our bytes unread). true if it did.
+bool closed_by_daemon(Connection& peer) {
+  if (!peer.wait_readable(kPatience)) return false;
+  const auto got = peer.receive();
+  return got.status != ReceiveStatus::kMessage;
+}
+
+// ------------------------------------------------------------------ server mode
+
+TEST(DaemonTest, ServerSinkCountsEveryFrameAndByte) {
+  TempDir dir;
+  const std::string path = dir.file("sink.sock");
+  Daemon daemon({port("sink", path)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  auto frontend = connect(path, error);
+  ASSERT_NE(frontend, nullptr) << error;
+  // More frames than the ring holds (256), of every size.
+  const auto frames = make_frames(700, 0);
+  ASSERT_TRUE(send_all(*frontend, frames)) << frontend->error();
+  ASSERT_TRUE(wait_tx_done(*frontend)) << frontend->error();
+  ASSERT_TRUE(frontend->stop()) << frontend->error();
+
+  const auto reports = stop_and_report(daemon);
+  ASSERT_EQ(reports.size(), 1u);
+  const PortTotals& t = reports[0].totals;
+  EXPECT_EQ(reports[0].spec.name, "sink");
+  EXPECT_EQ(t.connections, 1u);
+  EXPECT_EQ(t.tx_packets, frames.size());
+  EXPECT_EQ(t.tx_bytes, total_bytes(frames));
+  EXPECT_EQ(t.rx_packets, 0u);
+  EXPECT_EQ(t.rx_bytes, 0u);
+  EXPECT_EQ(t.rejected, 0u);
+  EXPECT_EQ(t.protocol_errors, 0u);
+  EXPECT_EQ(t.broken_queues, 0u);
+
+  const nlohmann::json json = to_json(reports);
+  ASSERT_EQ(json["ports"].size(), 1u);
+  EXPECT_EQ(json["ports"][0]["name"], "sink");
+  EXPECT_EQ(json["ports"][0]["socket"], path);
+  EXPECT_EQ(json["ports"][0]["backend"], "sink");
+  EXPECT_EQ(json["ports"][0]["client"], false);
+  EXPECT_EQ(json["ports"][0]["tx_packets"], frames.size());
+  EXPECT_EQ(json["ports"][0]["tx_bytes"], total_bytes(frames));
+  EXPECT_EQ(json["ports"][0]["connections"], 1u);
+}
+
+TEST(DaemonTest, SocketModeIsHonouredAndTheSocketGoesWithTheDaemon) {
+  TempDir dir;
+  const std::string plain = dir.file("plain.sock");
+  const std::string shared = dir.file("shared.sock");
+  PortSpec shared_spec = port("shared", shared);
+  shared_spec.socket_mode = 0660;
+  {
+    Daemon daemon({port("plain", plain), shared_spec});
+    std::string error;
+    ASSERT_TRUE(daemon.start(error)) << error;
+    EXPECT_EQ(socket_mode(plain), 0600);
+    EXPECT_EQ(socket_mode(shared), 0660);
+    // Stopping does not remove them yet: the daemon's destructor does.
+    daemon.request_stop();
+    daemon.wait();
+    EXPECT_TRUE(exists(plain));
+    EXPECT_TRUE(exists(shared));
+  }
+  EXPECT_FALSE(exists(plain));
+  EXPECT_FALSE(exists(shared));
+
+  // Destroyed while running (no request_stop): it stops, joins and cleans up by itself.
+  {
+    Daemon daemon({port("plain", plain)});
+    std::string error;
+    ASSERT_TRUE(daemon.start(error)) << error;
+    EXPECT_TRUE(exists(plain));
+  }
+  EXPECT_FALSE(exists(plain));
+}
+
+TEST(DaemonTest, LoopbackReflectsOnEachQueuePair) {
+  TempDir dir;
+  const std::string path = dir.file("loop.sock");
+  DaemonOptions options;
+  options.stats_interval = 20ms;  // the periodic log line runs too
+  Daemon daemon({port("loop", path, InlineBackend::kLoopback, 2)}, options);
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  FrontendOptions frontend_options;
+  frontend_options.queue_pairs = 2;
+  auto frontend = connect(path, error, frontend_options);
+  ASSERT_NE(frontend, nullptr) << error;
+  ASSERT_EQ(frontend->queue_pairs(), 2u);
+
+  const auto on_one = make_frames(40, 100);
+  expect_echo(*frontend, on_one, 1);
+  EXPECT_TRUE(receive(*frontend, 1, 20ms, 0).empty());  // nothing crossed over to pair 0
+  const auto on_zero = make_frames(300, 500);  // more than the ring: refilled on the way
+  expect_echo(*frontend, on_zero, 0);
+  EXPECT_TRUE(receive(*frontend, 1, 20ms, 1).empty());
+  ASSERT_TRUE(frontend->stop()) << frontend->error();
+
+  const auto reports = stop_and_report(daemon);
+  ASSERT_EQ(reports.size(), 1u);
+  const PortTotals& t = reports[0].totals;
+  EXPECT_EQ(t.connections, 1u);
+  EXPECT_EQ(t.tx_packets, on_one.size() + on_zero.size());
+  EXPECT_EQ(t.tx_bytes, total_bytes(on_one) + total_bytes(on_zero));
+  EXPECT_EQ(t.rx_packets, on_one.size() + on_zero.size());
+  EXPECT_EQ(t.rx_bytes, total_bytes(on_one) + total_bytes(on_zero));
+  EXPECT_EQ(t.rx_dropped, 0u);
+  EXPECT_GT(t.calls, 0u);
+  EXPECT_EQ(t.protocol_errors, 0u);
+}
+
+// ------------------------------------------------------------------ client mode
+
+TEST(DaemonTest, ClientPortFindsItsFrontendAndFindsItAgain) {
+  TempDir dir;
+  const std::string path = dir.file("frontend.sock");
+  // The daemon starts first: nobody listens yet, the port keeps trying.
+  Daemon daemon({client_port("client", path, InlineBackend::kLoopback)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  EXPECT_FALSE(exists(path));  // a client port binds nothing
+
+  auto first = vhost_user::listen_frontend(path, FrontendOptions{}, kPatience, error);
+  ASSERT_NE(first, nullptr) << error;
+  const auto frames_one = make_frames(50, 0);
+  expect_echo(*first, frames_one);
+  ASSERT_TRUE(first->stop()) << first->error();
+  first.reset();
+
+  // The frontend went away (its socket too); a new one at the same path is found again
+  // (the port retries with backoff, at most a second apart).
+  auto second = vhost_user::listen_frontend(path, FrontendOptions{}, kPatience, error);
+  ASSERT_NE(second, nullptr) << error;
+  const auto frames_two = make_frames(30, 1000);
+  expect_echo(*second, frames_two);
+  ASSERT_TRUE(second->stop()) << second->error();
+  second.reset();
+
+  const auto reports = stop_and_report(daemon);
+  ASSERT_EQ(reports.size(), 1u);
+  const PortTotals& t = reports[0].totals;
+  EXPECT_TRUE(reports[0].spec.client);
+  EXPECT_EQ(t.connections, 2u);
+  EXPECT_EQ(t.tx_packets, frames_one.size() + frames_two.size());
+  EXPECT_EQ(t.tx_bytes, total_bytes(frames_one) + total_bytes(frames_two));
+  EXPECT_EQ(t.rx_packets, frames_one.size() + frames_two.size());
+  EXPECT_EQ(t.protocol_errors, 0u);
+}
+
+TEST(DaemonTest, StopWhileAClientPortWaitsForItsFrontend) {
+  TempDir dir;
+  Daemon daemon({client_port("nobody", dir.file("nobody.sock"))});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  // Let the backoff grow past its first steps: the port is asleep between attempts.
+  std::this_thread::sleep_for(50ms);
+  const auto begin = Clock::now();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_LT(Clock::now() - begin, 5s);  // the backoff sleep ends with the stop, not later
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].totals.connections, 0u);
+}
+
+// ------------------------------------------------------------------ isolation
+
+TEST(DaemonTest, AHostilePeerOnOnePortLeavesTheOthersAlone) {
+  TempDir dir;
+  const std::string path_a = dir.file("a.sock");
+  const std::string path_b = dir.file("b.sock");
+  Daemon daemon({port("a", path_a), port("b", path_b, InlineBackend::kLoopback)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  auto good_b = connect(path_b, error);
+  ASSERT_NE(good_b, nullptr) << error;
+  uint32_t seq = 0;
+  size_t sent_b = 0;
+  auto traffic_on_b = [&] {
+    const auto frames = make_frames(20, seq);
+    seq += 20;
+    sent_b += frames.size();
+    expect_echo(*good_b, frames);
+  };
+  traffic_on_b();
+
+  // 1. A header announcing a payload far beyond the protocol's limit, then junk.
+  {
+    auto peer = vhost_user::connect_unix(path_a, error);
+    ASSERT_TRUE(peer) << error;
+    std::vector<std::byte> garbage(64, std::byte{0xA5});
+    const uint32_t header[3] = {1, vhost_user::kVersion1, 0x00FFFFFF};
+    std::memcpy(garbage.data(), header, sizeof(header));
+    ASSERT_TRUE(peer->send(garbage).ok);
+    EXPECT_TRUE(closed_by_daemon(*peer));
+  }
+  traffic_on_b();
+
+  // 2. A well-framed but malformed message: GET_FEATURES carries no payload.
+  {
+    auto peer = vhost_user::connect_unix(path_a, error);
+    ASSERT_TRUE(peer) << error;
+    ASSERT_TRUE(peer->send(vhost_user::encode(Request::kGetFeatures, 0, uint64_t{42})).ok);
+    EXPECT_TRUE(closed_by_daemon(*peer));
+  }
+  traffic_on_b();
+
+  // 3. A request nobody knows.
+  {
+    auto peer = vhost_user::connect_unix(path_a, error);
+    ASSERT_TRUE(peer) << error;
+    ASSERT_TRUE(peer->send(vhost_user::encode(static_cast<Request>(0xDEAD), 0, vhost_user::Payload{})).ok);
+    EXPECT_TRUE(closed_by_daemon(*peer));
+  }
+  traffic_on_b();
+
+  // Port A then serves a well-behaved frontend.
+  auto good_a = connect(path_a, error);
+  ASSERT_NE(good_a, nullptr) << error;
+  const auto frames_a = make_frames(100, 7000);
+  ASSERT_TRUE(send_all(*good_a, frames_a)) << good_a->error();
+  ASSERT_TRUE(wait_tx_done(*good_a)) << good_a->error();
+  ASSERT_TRUE(good_a->stop()) << good_a->error();
+  traffic_on_b();
+
+  EXPECT_FALSE(good_b->broken()) << good_b->error();
+  ASSERT_TRUE(good_b->stop()) << good_b->error();
+
+  const auto reports = stop_and_report(daemon);
+  ASSERT_EQ(reports.size(), 2u);
+  const PortTotals& a = reports[0].totals;
+  const PortTotals& b = reports[1].totals;
+  EXPECT_EQ(a.connections, 4u);
+  EXPECT_EQ(a.protocol_errors, 3u);
+  EXPECT_EQ(a.rejected, 0u);
+  EXPECT_EQ(a.tx_packets, frames_a.size());
+  EXPECT_EQ(a.tx_bytes, total_bytes(frames_a));
+  EXPECT_EQ(b.connections, 1u);
+  EXPECT_EQ(b.protocol_errors, 0u);
+  EXPECT_EQ(b.rejected, 0u);
+  EXPECT_EQ(b.tx_packets, sent_b);
+  EXPECT_EQ(b.rx_packets, sent_b);
+  EXPECT_EQ(b.rx_dropped, 0u);
+}
+
+TEST(DaemonTest, ASecondFrontendOnABusyPortIsTurnedAway) {
+  TempDir dir;
+  const std::string path = dir.file("busy.sock");
+  Daemon daemon({port("busy", path)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  auto first = connect(path, error);
+  ASSERT_NE(first, nullptr) << error;
+  const auto before = make_frames(50, 0);
+  ASSERT_TRUE(send_all(*first, before)) << first->error();
+
+  std::string second_error;
+  auto second = connect(path, second_error);
+  EXPECT_EQ(second, nullptr);
+  EXPECT_FALSE(second_error.empty());
+
+  // The first goes on as if nothing happened.
+  const auto after = make_frames(50, 50);
+  ASSERT_TRUE(send_all(*first, after)) << first->error();
+  ASSERT_TRUE(wait_tx_done(*first)) << first->error();
+  EXPECT_FALSE(first->broken()) << first->error();
+  ASSERT_TRUE(first->stop()) << first->error();
+
+  const auto reports = stop_and_report(daemon);
+  ASSERT_EQ(reports.size(), 1u);
+  const PortTotals& t = reports[0].totals;
+  EXPECT_EQ(t.connections, 1u);
+  EXPECT_EQ(t.rejected, 1u);
+  EXPECT_EQ(t.protocol_errors, 0u);
+  EXPECT_EQ(t.tx_packets, before.size() + after.size());
+  EXPECT_EQ(t.tx_bytes, total_bytes(before) + total_bytes(after));
+}
+
+// ------------------------------------------------------------------ stopping
+
+TEST(DaemonTest, StopWithAFrontendAttachedClosesItsConnection) {
+  TempDir dir;
+  const std::string path = dir.file("stop.sock");
+  Daemon daemon({port("stop", path, InlineBackend::kLoopback)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  auto frontend = connect(path, error);
+  ASSERT_NE(frontend, nullptr) << error;
+  const auto frames = make_frames(64, 0);
+  expect_echo(*frontend, frames);
+  // More in flight when the stop comes (the backend may or may not take them).
+  ASSERT_TRUE(send_all(*frontend, make_frames(16, 64))) << frontend->error();
+
+  const auto begin = Clock::now();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_LT(Clock::now() - begin, 5s);
+
+  // The daemon closed the connection: the frontend's next request fails (at once, not
+  // after its reply timeout).
+  const auto stop_begin = Clock::now();
+  EXPECT_FALSE(frontend->stop());
+  EXPECT_TRUE(frontend->broken());
+  EXPECT_LT(Clock::now() - stop_begin, 4s);  // under the 5 s reply timeout: it saw the close
+
+  ASSERT_EQ(reports.size(), 1u);
+  const PortTotals& t = reports[0].totals;
+  EXPECT_EQ(t.connections, 1u);
+  EXPECT_EQ(t.protocol_errors, 0u);  // a stop is not the frontend's fault
+  EXPECT_GE(t.tx_packets, frames.size());
+  EXPECT_LE(t.tx_packets, frames.size() + 16);
+  EXPECT_GE(t.rx_packets, frames.size());
+}
+
+TEST(DaemonTest, StopWhileAPeerStallsMidMessage) {
+  TempDir dir;
+  const std::string path = dir.file("stall.sock");
+  Daemon daemon({port("stall", path)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  auto peer = vhost_user::connect_unix(path, error);
+  ASSERT_TRUE(peer) << error;
+  // One whole request answered: the port serves this peer now.
+  const auto message = vhost_user::encode(Request::kGetFeatures, 0, vhost_user::Payload{});
+  ASSERT_TRUE(peer->send(message).ok);
+  ASSERT_TRUE(peer->wait_readable(kPatience));
+  const auto reply = peer->receive();
+  ASSERT_EQ(reply.status, ReceiveStatus::kMessage) << reply.error;
+  // Then half a header: the port reads it and waits (bounded) for the rest.
+  ASSERT_TRUE(peer->send(std::span<const std::byte>(message.data(), 6)).ok);
+
+  const auto begin = Clock::now();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_LT(Clock::now() - begin, 5s);  // at most the continuation timeout (1 s)
+  EXPECT_TRUE(closed_by_daemon(*peer));
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].totals.connections, 1u);
+}
+
+// ------------------------------------------------------------------ start() failures
+
+TEST(DaemonTest, StartFailsForASocketInAMissingDirectory) {
+  TempDir dir;
+  const std::string good = dir.file("good.sock");
+  const std::string bad = dir.file("missing/bad.sock");
+  {
+    Daemon daemon({port("good", good), port("bad", bad)});
+    std::string error;
+    EXPECT_FALSE(daemon.start(error));
+    EXPECT_NE(error.find("bad"), std::string::npos) << error;
+    EXPECT_FALSE(exists(good));  // the port opened before the failure was closed again
+    EXPECT_FALSE(exists(bad));
+  }
+  // Nothing was left bound: another daemon can take the good path.
+  Daemon again({port("good", good)});
+  std::string error;
+  ASSERT_TRUE(again.start(error)) << error;
+  auto frontend = connect(good, error);
+  ASSERT_NE(frontend, nullptr) << error;
+  ASSERT_TRUE(frontend->stop()) << frontend->error();
+}
+
+TEST(DaemonTest, StartFailsForAPathNoSocketCanHave) {
+  TempDir dir;
+  const std::string good = dir.file("good.sock");
+  const std::string too_long = dir.file(std::string(200, 'x') + ".sock");  // sun_path holds 107
+  for (const bool client : {false, true}) {
+    PortSpec bad = port("long", too_long);
+    bad.client = client;
+    Daemon daemon({port("good", good), bad});
+    std::string error;
+    EXPECT_FALSE(daemon.start(error)) << (client ? "client" : "server");
+    EXPECT_NE(error.find("long"), std::string::npos) << error;
+    EXPECT_FALSE(exists(good));
+  }
+}
+
+TEST(DaemonTest, StartFailsForASocketServedByALiveListener) {
+  TempDir dir;
+  const std::string good = dir.file("good.sock");
+  const std::string taken = dir.file("taken.sock");
+  std::string error;
+  auto live = vhost_user::Listener::bind(taken, error);
+  ASSERT_TRUE(live) << error;
+  {
+    Daemon daemon({port("good", good), port("taken", taken)});
+    EXPECT_FALSE(daemon.start(error));
+    EXPECT_NE(error.find("taken"), std::string::npos) << error;
+    EXPECT_FALSE(exists(good));
+  }
+  // The live socket is untouched: still there, still answering.
+  EXPECT_TRUE(exists(taken));
+  {
+    auto probe = vhost_user::connect_unix(taken, error);
+    EXPECT_TRUE(probe) << error;
+  }
+  // And the good path is free for the next daemon.
+  Daemon again({port("good", good)});
+  ASSERT_TRUE(again.start(error)) << error;
+  EXPECT_TRUE(exists(good));
+}
+
+TEST(DaemonTest, AStaleSocketFileIsReplaced) {
+  TempDir dir;
+  const std::string path = dir.file("stale.sock");
+  {
+    // A socket file whose process is gone: bound, never unlinked, nobody listens.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  ASSERT_TRUE(exists(path));
+  Daemon daemon({port("stale", path)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto frontend = connect(path, error);
+  ASSERT_NE(frontend, nullptr) << error;
+  ASSERT_TRUE(frontend->stop()) << frontend->error();
+}
+
+TEST(DaemonTest, StartingTwiceIsRefused) {
+  TempDir dir;
+  Daemon daemon({port("once", dir.file("once.sock"))});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  EXPECT_FALSE(daemon.start(error));
+  EXPECT_FALSE(error.empty());
+  // The first start is unharmed.
+  auto frontend = connect(dir.file("once.sock"), error);
+  ASSERT_NE(frontend, nullptr) << error;
+  ASSERT_TRUE(frontend->stop()) << frontend->error();
+}
+
+// ------------------------------------------------------------------ fd hygiene
+
+TEST(DaemonTest, NoDescriptorOutlivesTheDaemon) {
+  TempDir dir;
+  const std::string server = dir.file("server.sock");
+  const std::string client = dir.file("client.sock");
+  const int before = count_open_fds();
+  ASSERT_GT(before, 0);
+  {
+    Daemon daemon({port("server", server, InlineBackend::kLoopback, 2),
+                   client_port("client", client, InlineBackend::kLoopback)});
+    std::string error;
+    ASSERT_TRUE(daemon.start(error)) << error;
+
+    FrontendOptions two_pairs;
+    two_pairs.queue_pairs = 2;
+    auto on_server = connect(server, error, two_pairs);
+    ASSERT_NE(on_server, nullptr) << error;
+    expect_echo(*on_server, make_frames(20, 0), 0);
+    expect_echo(*on_server, make_frames(20, 20), 1);
+
+    auto on_client = vhost_user::listen_frontend(client, FrontendOptions{}, kPatience, error);
+    ASSERT_NE(on_client, nullptr) << error;
+    expect_echo(*on_client, make_frames(20, 40));
+
+    // A hostile peer and a rejected frontend leave nothing behind either.
+    {
+      auto peer = vhost_user::connect_unix(server, error);
+      ASSERT_TRUE(peer) << error;
+      ASSERT_TRUE(closed_by_daemon(*peer));  // the busy port turned it away
+    }
+    ASSERT_TRUE(on_client->stop()) << on_client->error();
+    // One frontend stays connected through the stop: the daemon closes everything.
+    daemon.request_stop();
+    daemon.wait();
+    EXPECT_FALSE(on_server->stop());
+    const auto reports = daemon.reports();
+    ASSERT_EQ(reports.size(), 2u);
+    EXPECT_EQ(reports[0].totals.rejected, 1u);
+  }
+  EXPECT_EQ(count_open_fds(), before);
+  EXPECT_FALSE(exists(server));
+}
+
+}  // namespace
+}  // namespace uvhost::serve

@@ -1,0 +1,423 @@
+// port_spec_test.cpp - what a port of `uvhost serve` is: the command-line form
+// (parse_port_spec), the JSON config (parse_config, load_config_file), naming and
+// uniqueness (finish_ports) and the log line (describe).
+#include "uvhost/serve/port_spec.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace uvhost::serve {
+namespace {
+
+using vhost_user::InlineBackend;
+
+// ------------------------------------------------------------------ command line
+
+std::optional<PortSpec> parse(const std::string& text, std::string& error) {
+  error.clear();
+  return parse_port_spec(text, error);
+}
+
+// Asserts `text` is refused with an error that mentions `needle`.
+void expect_refused(const std::string& text, const std::string& needle) {
+  std::string error;
+  const auto spec = parse(text, error);
+  EXPECT_FALSE(spec.has_value()) << text;
+  EXPECT_NE(error.find(needle), std::string::npos) << text << " -> error: " << error;
+}
+
+TEST(PortSpecTest, OnlyTheSocketGivesTheDefaults) {
+  std::string error;
+  const auto spec = parse("sock=/tmp/a.sock", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->socket_path, "/tmp/a.sock");
+  EXPECT_EQ(spec->name, "");  // finish_ports names it
+  EXPECT_FALSE(spec->client);
+  EXPECT_EQ(spec->queue_pairs, 1u);
+  EXPECT_EQ(spec->backend, InlineBackend::kSink);
+  EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0600));
+  EXPECT_EQ(spec->memory_policy, sync::GuardPolicy::kRcu);
+}
+
+TEST(PortSpecTest, EveryKeyInAnyOrder) {
+  std::string error;
+  const auto spec =
+      parse("name=uplink,memory=rwsem,mode=0660,backend=loopback,queues=4,client=1,sock=/run/x/vhost.sock", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->name, "uplink");
+  EXPECT_EQ(spec->socket_path, "/run/x/vhost.sock");
+  EXPECT_TRUE(spec->client);
+  EXPECT_EQ(spec->queue_pairs, 4u);
+  EXPECT_EQ(spec->backend, InlineBackend::kLoopback);
+  EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0660));
+  EXPECT_EQ(spec->memory_policy, sync::GuardPolicy::kRwSem);
+}
+
+TEST(PortSpecTest, BareClientAndItsSpelledOutForms) {
+  std::string error;
+  auto spec = parse("sock=/a,client", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_TRUE(spec->client);
+  for (const char* yes : {"1", "true", "yes"}) {
+    spec = parse(std::string("sock=/a,client=") + yes, error);
+    ASSERT_TRUE(spec.has_value()) << yes << ": " << error;
+    EXPECT_TRUE(spec->client) << yes;
+  }
+  for (const char* no : {"0", "false", "no"}) {
+    spec = parse(std::string("client=") + no + ",sock=/a", error);
+    ASSERT_TRUE(spec.has_value()) << no << ": " << error;
+    EXPECT_FALSE(spec->client) << no;
+  }
+}
+
+TEST(PortSpecTest, ModeIsOctal) {
+  std::string error;
+  auto spec = parse("sock=/a,mode=0666", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0666));
+  spec = parse("sock=/a,mode=640", error);  // the leading zero is optional
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0640));
+  spec = parse("sock=/a,mode=0777", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0777));
+}
+
+TEST(PortSpecTest, QueuePairsFromOneTo128) {
+  std::string error;
+  auto spec = parse("sock=/a,queues=1", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->queue_pairs, 1u);
+  spec = parse("sock=/a,queues=128", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->queue_pairs, 128u);
+}
+
+TEST(PortSpecTest, EveryMemoryPolicy) {
+  const std::vector<std::pair<std::string, sync::GuardPolicy>> cases{
+      {"rcu", sync::GuardPolicy::kRcu},
+      {"mutex", sync::GuardPolicy::kMutex},
+      {"rwsem", sync::GuardPolicy::kRwSem},
+      {"pthread_rwlock", sync::GuardPolicy::kPthreadRwlock},  // the documented spelling
+      {"pthread-rwlock", sync::GuardPolicy::kPthreadRwlock},  // the sync layer's name
+  };
+  for (const auto& [name, policy] : cases) {
+    std::string error;
+    const auto spec = parse("sock=/a,memory=" + name, error);
+    ASSERT_TRUE(spec.has_value()) << name << ": " << error;
+    EXPECT_EQ(spec->memory_policy, policy) << name;
+  }
+}
+
+TEST(PortSpecTest, PathIsAnotherNameForSock) {
+  std::string error;
+  const auto spec = parse("path=/b.sock", error);
+  ASSERT_TRUE(spec.has_value()) << error;
+  EXPECT_EQ(spec->socket_path, "/b.sock");
+  expect_refused("sock=/a.sock,path=/b.sock", "twice");
+}
+
+TEST(PortSpecTest, ASocketIsRequired) {
+  expect_refused("queues=2", "no socket path");
+  expect_refused("client", "no socket path");
+  expect_refused("", "empty item");
+}
+
+TEST(PortSpecTest, UnknownRepeatedAndEmptyItemsAreRefused) {
+  expect_refused("sock=/a,colour=blue", "unknown key 'colour'");
+  expect_refused("sock=/a,Queues=2", "unknown key");  // keys are case-sensitive
+  expect_refused("sock=/a,queues=2,queues=2", "'queues' given twice");
+  expect_refused("sock=/a,sock=/b", "'sock' given twice");
+  expect_refused("client,sock=/a,client=0", "'client' given twice");
+  expect_refused("sock=/a,,queues=2", "empty item");
+  expect_refused("sock=/a,", "empty item");
+  expect_refused(",sock=/a", "empty item");
+}
+
+TEST(PortSpecTest, BadQueueCountsAreRefused) {
+  for (const char* bad : {"0", "129", "abc", "-1", "2x", " 2", "0x2", "99999999999"}) {
+    expect_refused(std::string("sock=/a,queues=") + bad, "queues");
+  }
+}
+
+TEST(PortSpecTest, BadBackendModeMemoryAndClientAreRefused) {
+  expect_refused("sock=/a,backend=tap", "backend 'tap' unknown");
+  expect_refused("sock=/a,backend=Sink", "backend");
+  expect_refused("sock=/a,mode=0800", "mode '0800'");  // 8 is not an octal digit
+  expect_refused("sock=/a,mode=rw", "mode");
+  expect_refused("sock=/a,mode=01777", "mode");  // sticky bit: beyond 0777
+  expect_refused("sock=/a,mode=-600", "mode");
+  expect_refused("sock=/a,memory=spin", "memory guard 'spin' unknown");
+  expect_refused("sock=/a,memory=RCU", "memory guard");
+  expect_refused("sock=/a,client=maybe", "client 'maybe'");
+}
+
+TEST(PortSpecTest, EmptyValuesAreRefused) {
+  for (const char* key : {"sock", "path", "queues", "backend", "mode", "memory", "name"}) {
+    expect_refused(std::string(key) + "=" + (std::string(key) == "sock" ? "" : ",sock=/a"), "needs a value");
+  }
+  expect_refused("sock=/a,client=", "client");
+  // A key that takes a value, given bare.
+  expect_refused("sock=/a,queues", "needs a value");
+  expect_refused("sock", "needs a value");
+}
+
+TEST(PortSpecTest, TheErrorNamesThePort) {
+  std::string error;
+  EXPECT_FALSE(parse("sock=/a,queues=0", error).has_value());
+  EXPECT_NE(error.find("sock=/a,queues=0"), std::string::npos) << error;
+}
+
+// ------------------------------------------------------------------ JSON config
+
+std::optional<std::vector<PortSpec>> config(const nlohmann::json& json, std::string& error) {
+  error.clear();
+  return parse_config(json, error);
+}
+
+void expect_config_refused(const nlohmann::json& json, const std::string& needle) {
+  std::string error;
+  const auto ports = config(json, error);
+  EXPECT_FALSE(ports.has_value()) << json.dump();
+  EXPECT_NE(error.find(needle), std::string::npos) << json.dump() << " -> error: " << error;
+}
+
+TEST(PortConfigTest, ValidConfigWithEveryKey) {
+  const auto json = nlohmann::json::parse(R"({
+    "ports": [
+      {"sock": "/run/a.sock"},
+      {"sock": "/run/b.sock", "client": true, "queues": 2, "backend": "loopback", "mode": "0660",
+       "name": "b", "memory": "mutex"},
+      {"sock": "/run/c.sock", "client": false, "queues": "3", "memory": "pthread_rwlock"}
+    ]
+  })");
+  std::string error;
+  const auto ports = config(json, error);
+  ASSERT_TRUE(ports.has_value()) << error;
+  ASSERT_EQ(ports->size(), 3u);
+
+  const PortSpec& a = (*ports)[0];
+  EXPECT_EQ(a.socket_path, "/run/a.sock");
+  EXPECT_EQ(a.name, "");
+  EXPECT_FALSE(a.client);
+  EXPECT_EQ(a.queue_pairs, 1u);
+  EXPECT_EQ(a.backend, InlineBackend::kSink);
+  EXPECT_EQ(a.socket_mode, static_cast<mode_t>(0600));
+  EXPECT_EQ(a.memory_policy, sync::GuardPolicy::kRcu);
+
+  const PortSpec& b = (*ports)[1];
+  EXPECT_EQ(b.socket_path, "/run/b.sock");
+  EXPECT_EQ(b.name, "b");
+  EXPECT_TRUE(b.client);
+  EXPECT_EQ(b.queue_pairs, 2u);
+  EXPECT_EQ(b.backend, InlineBackend::kLoopback);
+  EXPECT_EQ(b.socket_mode, static_cast<mode_t>(0660));
+  EXPECT_EQ(b.memory_policy, sync::GuardPolicy::kMutex);
+
+  const PortSpec& c = (*ports)[2];
+  EXPECT_FALSE(c.client);
+  EXPECT_EQ(c.queue_pairs, 3u);
+  EXPECT_EQ(c.memory_policy, sync::GuardPolicy::kPthreadRwlock);
+}
+
+TEST(PortConfigTest, NoPortsIsAnEmptyList) {
+  std::string error;
+  const auto ports = config(nlohmann::json::parse(R"({"ports": []})"), error);
+  ASSERT_TRUE(ports.has_value()) << error;
+  EXPECT_TRUE(ports->empty());
+}
+
+TEST(PortConfigTest, TheShapeIsChecked) {
+  expect_config_refused(nlohmann::json::array(), "object with a \"ports\" array");
+  expect_config_refused(nlohmann::json("ports"), "object with a \"ports\" array");
+  expect_config_refused(nlohmann::json::object(), "object with a \"ports\" array");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": {"sock": "/a"}})"), "\"ports\" array");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [], "verbose": true})"), "unknown top-level key 'verbose'");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": ["sock=/a"]})"), "ports[0]: not an object");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a"}, 7]})"), "ports[1]: not an object");
+}
+
+TEST(PortConfigTest, UnknownKeysAreRefused) {
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "speed": "fast"}]})"),
+                        "ports[0]: unknown key 'speed'");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "path": "/b"}]})"), "twice");
+}
+
+TEST(PortConfigTest, WrongTypesAreRefused) {
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": ["/a"]}]})"), "'sock' has a value of the wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": -1}]})"), "wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 1.5}]})"), "wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": null}]})"), "wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": {}}]})"), "wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 0}]})"), "queues");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 129}]})"), "queues");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": "perhaps"}]})"), "client");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": "tap"}]})"), "backend");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "memory": "none"}]})"), "memory");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": ""}]})"), "needs a value");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"queues": 2}]})"), "ports[0]: no socket path");
+}
+
+TEST(PortConfigTest, ANumberIsAcceptedWhereTheValueIsText) {
+  // Numbers and booleans are turned into their text, then read like the command line:
+  // a numeric name or path is allowed.
+  std::string error;
+  const auto ports = config(nlohmann::json::parse(R"({"ports": [{"sock": 5, "name": 7}]})"), error);
+  ASSERT_TRUE(ports.has_value()) << error;
+  EXPECT_EQ((*ports)[0].socket_path, "5");
+  EXPECT_EQ((*ports)[0].name, "7");
+}
+
+TEST(PortConfigTest, ModeAsANumberIsRefused) {
+  // 660 in JSON would be read as decimal 660 = 01224: a string is required.
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "mode": 660}]})"),
+                        "mode must be a string");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "mode": true}]})"),
+                        "mode must be a string");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "mode": "9"}]})"), "mode '9'");
+  std::string error;
+  const auto ports = config(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "mode": "0640"}]})"), error);
+  ASSERT_TRUE(ports.has_value()) << error;
+  EXPECT_EQ((*ports)[0].socket_mode, static_cast<mode_t>(0640));
+}
+
+// ------------------------------------------------------------------ config file
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/uvhost-port-spec-XXXXXX";
+    const char* made = ::mkdtemp(pattern);
+    EXPECT_NE(made, nullptr);
+    if (made != nullptr) path_ = made;
+  }
+  ~TempDir() {
+    for (const std::string& file : files_) (void)::unlink(file.c_str());
+    if (!path_.empty()) (void)::rmdir(path_.c_str());
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string write(const std::string& name, const std::string& contents) {
+    const std::string file = path_ + "/" + name;
+    std::ofstream out(file);
+    out << contents;
+    files_.push_back(file);
+    return file;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+TEST(ConfigFileTest, LoadsAValidFile) {
+  TempDir dir;
+  const std::string file =
+      dir.write("ok.json", R"({"ports": [{"sock": "/run/a.sock", "queues": 2}, {"sock": "/run/b.sock", "client": true}]})");
+  std::string error;
+  const auto ports = load_config_file(file, error);
+  ASSERT_TRUE(ports.has_value()) << error;
+  ASSERT_EQ(ports->size(), 2u);
+  EXPECT_EQ((*ports)[0].socket_path, "/run/a.sock");
+  EXPECT_EQ((*ports)[0].queue_pairs, 2u);
+  EXPECT_TRUE((*ports)[1].client);
+}
+
+TEST(ConfigFileTest, AMissingFileIsRefused) {
+  TempDir dir;
+  const std::string missing = dir.path() + "/missing.json";
+  std::string error;
+  EXPECT_FALSE(load_config_file(missing, error).has_value());
+  EXPECT_NE(error.find("cannot open config file"), std::string::npos) << error;
+  EXPECT_NE(error.find(missing), std::string::npos) << error;
+}
+
+TEST(ConfigFileTest, InvalidJsonIsRefused) {
+  TempDir dir;
+  for (const char* text : {"{\"ports\": [", "", "ports = []", "{\"ports\": [{\"sock\": \"/a\",}]}"}) {
+    const std::string file = dir.write("bad.json", text);
+    std::string error;
+    EXPECT_FALSE(load_config_file(file, error).has_value()) << text;
+    EXPECT_NE(error.find("not valid JSON"), std::string::npos) << text << " -> " << error;
+    EXPECT_NE(error.find(file), std::string::npos) << error;
+  }
+}
+
+TEST(ConfigFileTest, ValidJsonWithABadPortNamesTheFileAndThePort) {
+  TempDir dir;
+  const std::string file = dir.write("port.json", R"({"ports": [{"sock": "/a"}, {"sock": "/b", "queues": 0}]})");
+  std::string error;
+  EXPECT_FALSE(load_config_file(file, error).has_value());
+  EXPECT_NE(error.find(file), std::string::npos) << error;
+  EXPECT_NE(error.find("ports[1]"), std::string::npos) << error;
+}
+
+// ------------------------------------------------------------------ finish_ports, describe
+
+PortSpec port(std::string path, std::string name = "") {
+  PortSpec spec;
+  spec.socket_path = std::move(path);
+  spec.name = std::move(name);
+  return spec;
+}
+
+TEST(FinishPortsTest, UnnamedPortsAreNamedByTheirIndex) {
+  std::vector<PortSpec> ports{port("/a"), port("/b", "uplink"), port("/c")};
+  std::string error;
+  ASSERT_TRUE(finish_ports(ports, error)) << error;
+  EXPECT_EQ(ports[0].name, "port0");
+  EXPECT_EQ(ports[1].name, "uplink");
+  EXPECT_EQ(ports[2].name, "port2");
+}
+
+TEST(FinishPortsTest, NoPortsIsFine) {
+  std::vector<PortSpec> ports;
+  std::string error;
+  EXPECT_TRUE(finish_ports(ports, error)) << error;
+}
+
+TEST(FinishPortsTest, DuplicateNamesAreRefused) {
+  std::vector<PortSpec> ports{port("/a", "x"), port("/b", "x")};
+  std::string error;
+  EXPECT_FALSE(finish_ports(ports, error));
+  EXPECT_NE(error.find("two ports are named 'x'"), std::string::npos) << error;
+
+  // A given name that clashes with a default one.
+  std::vector<PortSpec> clash{port("/a"), port("/b", "port0")};
+  error.clear();
+  EXPECT_FALSE(finish_ports(clash, error));
+  EXPECT_NE(error.find("'port0'"), std::string::npos) << error;
+}
+
+TEST(FinishPortsTest, DuplicatePathsAreRefused) {
+  std::vector<PortSpec> ports{port("/run/a.sock"), port("/run/b.sock"), port("/run/a.sock")};
+  std::string error;
+  EXPECT_FALSE(finish_ports(ports, error));
+  EXPECT_NE(error.find("two ports use the socket /run/a.sock"), std::string::npos) << error;
+}
+
+TEST(DescribeTest, ServerAndClientPorts) {
+  PortSpec server = port("/run/a.sock", "p0");
+  EXPECT_EQ(describe(server), "p0 (listening on /run/a.sock, 1 queue pair, sink, memory guard rcu)");
+
+  PortSpec client = port("/run/b.sock", "p1");
+  client.client = true;
+  client.queue_pairs = 2;
+  client.backend = InlineBackend::kLoopback;
+  client.memory_policy = sync::GuardPolicy::kRwSem;
+  EXPECT_EQ(describe(client), "p1 (client of /run/b.sock, 2 queue pairs, loopback, memory guard rwsem)");
+}
+
+}  // namespace
+}  // namespace uvhost::serve
