@@ -4,10 +4,13 @@
 #
 # Usage: scripts/run-fuzzers.sh [seconds-per-fuzzer]   (default 60)
 # Environment: UVHOST_FUZZ_BUILD_DIR (default build/fuzz), UVHOST_FUZZ_JOBS (default 2),
-#              UVHOST_FUZZ_ARGS (extra libFuzzer flags, e.g. -runs=10000000).
+#              UVHOST_FUZZ_ARGS (extra libFuzzer flags, e.g. -runs=10000000, or
+#              "-jobs=2 -workers=2" for parallel workers, each logging to fuzz-N.log),
+#              UVHOST_FUZZ_ONLY (run only the fuzzer of this name).
 # Each fuzzer starts from its seed corpus (<layer>/fuzz/corpus/, read-only here) and
 # writes new inputs to a scratch corpus under the build dir; crash inputs land in
-# <build dir>/fuzz-artifacts/.
+# <build dir>/fuzz-artifacts/. Each fuzzer runs in <build dir>/fuzz-logs/<name>/, so
+# the per-worker logs of -jobs land there, not in the source tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +23,17 @@ fuzzers=(
   "virtio_device_fuzz:virtio/fuzz/corpus"
   "vhost_user_message_fuzz:vhost-user/fuzz/corpus"
 )
+if [[ -n "${UVHOST_FUZZ_ONLY:-}" ]]; then
+  selected=()
+  for entry in "${fuzzers[@]}"; do
+    [[ "${entry%%:*}" == "$UVHOST_FUZZ_ONLY" ]] && selected+=("$entry")
+  done
+  if ((${#selected[@]} == 0)); then
+    echo "run-fuzzers: no fuzzer named '${UVHOST_FUZZ_ONLY}'" >&2
+    exit 2
+  fi
+  fuzzers=("${selected[@]}")
+fi
 
 echo "=== fuzz: configure and build (${build_dir})"
 cmake --preset fuzz -B "$build_dir" >/dev/null
@@ -27,23 +41,24 @@ targets=()
 for entry in "${fuzzers[@]}"; do targets+=("${entry%%:*}"); done
 ninja -C "$build_dir" -j "$jobs" "${targets[@]}"
 
-artifacts="${build_dir}/fuzz-artifacts"
+artifacts="$(realpath -m "${build_dir}/fuzz-artifacts")"
 mkdir -p "$artifacts"
 failed=()
 for entry in "${fuzzers[@]}"; do
   name="${entry%%:*}"
-  seeds="${entry#*:}"
-  binary="$(find "$build_dir" -type f -name "$name" -perm -u+x | head -n1)"
-  scratch="${build_dir}/fuzz-corpus/${name}"
-  mkdir -p "$scratch"
+  seeds="$(realpath "${entry#*:}")"
+  binary="$(realpath "$(find "$build_dir" -type f -name "$name" -perm -u+x | head -n1)")"
+  scratch="$(realpath -m "${build_dir}/fuzz-corpus/${name}")"
+  logs="$(realpath -m "${build_dir}/fuzz-logs/${name}")"
+  mkdir -p "$scratch" "$logs"
   echo "=== fuzz: ${name} for ${seconds} s"
   # -error_exitcode: any crash or sanitizer report; -timeout: one input taking > 10 s
   # counts as a hang; -rss_limit_mb: memory blow-up counts as a failure.
   # shellcheck disable=SC2086
-  if ! ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  if ! (cd "$logs" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
       "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=77 \
       -print_final_stats=1 -artifact_prefix="${artifacts}/${name}-" ${UVHOST_FUZZ_ARGS:-} \
-      "$scratch" "$seeds"; then
+      "$scratch" "$seeds"); then
     failed+=("$name")
   fi
 done

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Writes the seed corpus for vhost_user_message_fuzz into vhost-user/fuzz/corpus/.
 
-The input layout is documented at the top of message_fuzz.cpp: one byte of options,
-then records (fd spec, request, flags, payload length, payload). Each seed is a small
-conversation a frontend could have: QEMU's handshake and ring setup with a packet in
-guest memory, memory slots, the dirty log, and a few hostile messages.
+The input layout is documented at the top of message_fuzz.cpp: one byte of options
+(queue pairs, memory guard policy), then records (fd spec, request, flags, payload
+length, payload). Each seed is a small conversation a frontend could have: QEMU's
+handshake and ring setup with a packet in guest memory, memory slots, the dirty log,
+and hostile messages and fds (sockets, timerfds, a too-small memfd), spread over the
+four memory guard policies.
 Run: python3 vhost-user/fuzz/make_corpus.py
 """
 import os
@@ -13,8 +15,12 @@ import struct
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 NEED_REPLY = 0x8
 V1 = 0x1
-EVENTFD, RAM, SMALL = 0x00, 0x10, 0x20
+# fd kinds: bits 4-5 of the fd spec, and bit 7 for the second four.
+EVENTFD, RAM, SMALL, EVENTFD_RAM = 0x00, 0x10, 0x20, 0x30
+SOCKET, TIMERFD, RAM_SOCKET, EVENTFD_TIMERFD = 0x80, 0x90, 0xA0, 0xB0
 VIA_SOCKET = 0x40
+# options byte: bits 0-1 queue pairs - 1, bits 2-3 the memory guard policy.
+RCU, MUTEX, RWSEM, PTHREAD_RWLOCK = 0x0, 0x4, 0x8, 0xC
 GUEST_WRITE, POLL = 0xFFFFFFFF, 0xFFFFFFFE
 UVA = 0x7F0000000000
 RAM_BYTES = 64 * 1024
@@ -70,12 +76,12 @@ def main():
           rec(5, struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 0, RAM_BYTES, UVA, 0), fds=1, kind=RAM,
               socket=True) +
           rec(8, state(0, 8), socket=True) + rec(12, u64(0x100), socket=True))
-    write("mem_slots", 1,
+    write("mem_slots", 1 | RWSEM,
           handshake() +
           rec(37, u64(0) + struct.pack("<QQQQ", 0, 0x8000, UVA, 0), fds=1, kind=RAM) +
           rec(37, u64(0) + struct.pack("<QQQQ", 0x100000, 0x1000, UVA + 0x100000, 0), fds=1, kind=SMALL) +
           rec(38, u64(0) + struct.pack("<QQQQ", 0x100000, 0x1000, UVA + 0x100000, 0)))
-    write("dirty_log", 0,
+    write("dirty_log", PTHREAD_RWLOCK,
           handshake() + mem_table() + rec(6, struct.pack("<QQ", 64, 0), fds=1, kind=SMALL) +
           ring_setup(1) + rec(2, u64(FEATURES | (1 << 26))) +
           rec(9, struct.pack("<IIQQQQ", 1, 1, UVA, UVA + 0x200, UVA + 0x100, 0x200)) + guest_packet())
@@ -86,6 +92,24 @@ def main():
           handshake() + rec(8, state(0, 100)) + rec(8, state(9, 8)) + rec(12, u64(0x300)) +
           rec(5, struct.pack("<II", 2, 0) + bytes(64), fds=1, kind=RAM) + rec(999) +
           rec(1, flags=0x2) + rec(12, u64(0), fds=8))
+    # Fds of the wrong kind: each refused (REPLY_ACK), then the right one accepted.
+    region = struct.pack("<QQQQ", 0, RAM_BYTES, UVA, 0)
+    write("hostile_fds", 1 | MUTEX,
+          handshake() +
+          rec(5, struct.pack("<II", 1, 0) + region, fds=1, kind=SOCKET) +
+          rec(5, struct.pack("<II", 1, 0) + region, fds=1, kind=SMALL) +
+          rec(5, struct.pack("<II", 2, 0) + region + struct.pack("<QQQQ", 0x100000, 0x1000, UVA + 0x100000, 0),
+              fds=2, kind=RAM_SOCKET) +
+          rec(37, u64(0) + struct.pack("<QQQQ", 0x100000, 0x1000, UVA + 0x100000, 0), fds=1, kind=TIMERFD) +
+          mem_table() +
+          rec(8, state(1, 8)) + rec(10, state(1, 0)) +
+          rec(9, struct.pack("<IIQQQQ", 1, 0, UVA, UVA + 0x200, UVA + 0x100, 0x200)) +
+          rec(12, u64(1), fds=1, kind=SOCKET) + rec(12, u64(1), fds=1, kind=TIMERFD) +
+          rec(12, u64(1), fds=1, kind=RAM, socket=True) + rec(12, u64(1), fds=1) +
+          rec(13, u64(1), fds=1, kind=SOCKET, socket=True) + rec(13, u64(1), fds=1, kind=SMALL) +
+          rec(13, u64(1), fds=1) +
+          rec(14, u64(1), fds=1, kind=TIMERFD) + rec(14, u64(1), fds=1) +
+          rec(7, fds=1, kind=SOCKET) + rec(7, fds=1) + guest_packet())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 // backend_device.cpp - the vhost-user backend state machine (see backend_device.h).
 #include "uvhost/vhost_user/backend_device.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -21,6 +25,34 @@ constexpr uint64_t kMaxMtu = 65535;
 constexpr uint32_t kMaxQueuePairs = 128;  // vring indexes fit the 8-bit index of SET_VRING_KICK
 
 bool is_power_of_two(uint32_t n) { return n != 0 && (n & (n - 1)) == 0; }
+
+// Is `fd` an eventfd? Empty if so, else why not (for the refusal).
+//
+// Why it matters: the datapath reads kick fds and writes call fds on its own threads,
+// trusting them to be eventfds (an 8-byte counter: a write adds to it and, in practice,
+// never blocks; a read drains it). A pipe as call fd fills up and then blocks the
+// writer once the frontend stops reading; a memfd or a socket means something else
+// again. So anything but an eventfd is refused.
+//
+// How: the kernel names every eventfd's file "[eventfd]" on its anon inode, which
+// readlink of /proc/self/fd/N shows as "anon_inode:[eventfd]". fstat cannot tell:
+// eventfds share one anon inode with timerfds, signalfds, epoll fds and more, whose
+// st_mode has no file type to rely on; fstatfs's ANON_INODE_FS_MAGIC has the same
+// blind spot. One readlink is a few microseconds, on the control path
+// only. Without /proc the check fails closed: the fd is refused and the reason says why.
+std::string not_an_eventfd(int fd) {
+  constexpr std::string_view kEventfd = "anon_inode:[eventfd]";
+  const std::string path = fmt::format("/proc/self/fd/{}", fd);
+  char target[64];  // enough for every anon inode name; longer names are cut (and differ)
+  const ssize_t n = ::readlink(path.c_str(), target, sizeof(target));
+  if (n < 0) {
+    return fmt::format("cannot tell whether the fd is an eventfd: readlink {}: {}", path, std::strerror(errno));
+  }
+  const std::string_view what(target, static_cast<size_t>(n));
+  if (what == kEventfd) return {};
+  // The name may come from the frontend (a memfd's or a file's): escaped, quoted.
+  return fmt::format("fd is {:?}, not an eventfd", what);
+}
 
 }  // namespace
 
@@ -146,9 +178,12 @@ BackendDevice::Outcome BackendDevice::dispatch(Message& message) {
     case Request::kAddMemReg: return on_add_mem_reg(message);
     case Request::kRemMemReg: return on_rem_mem_reg(std::get<SingleRegion>(payload));
     case Request::kSetLogBase: return on_set_log_base(message);
-    case Request::kSetLogFd:
+    case Request::kSetLogFd: {
+      // The kernel's vhost takes an eventfd here too (VHOST_SET_LOG_FD: eventfd_ctx_fdget).
+      if (std::string why = not_an_eventfd(message.fds.at(0).get()); !why.empty()) return fail(std::move(why));
       log_eventfd_ = std::move(message.fds.at(0));
       return {};
+    }
     case Request::kSetVringNum: return on_set_vring_num(std::get<VringState>(payload));
     case Request::kSetVringAddr: return on_set_vring_addr(std::get<VringAddress>(payload));
     case Request::kSetVringBase: return on_set_vring_base(std::get<VringState>(payload));
@@ -288,6 +323,13 @@ BackendDevice::Outcome BackendDevice::on_get_vring_base(const VringState& state)
 BackendDevice::Outcome BackendDevice::on_set_vring_fd(Request request, const VringFd& vring, Message& message) {
   RingControl& ring = vrings_[vring.index];
   UniqueFd fd = vring.no_fd ? UniqueFd() : std::move(message.fds.at(0));
+  // Checked before anything changes: a refused fd leaves the ring as it was (a running
+  // ring keeps its old kick), and `fd` is closed on the way out.
+  if (fd) {
+    if (std::string why = not_an_eventfd(fd.get()); !why.empty()) {
+      return fail(fmt::format("ring {}: {}", vring.index, why));
+    }
+  }
   switch (request) {
     case Request::kSetVringKick: {
       // A new kick fd for a running ring: stop it (keeping its position) and restart.

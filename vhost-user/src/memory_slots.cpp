@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace uvhost::vhost_user {
 
@@ -47,6 +48,21 @@ bool validate_region(const MemorySlot& slot, std::string& error) {
   if (static_cast<uint64_t>(info.st_size) < r.mmap_offset + r.size) {
     error = fmt::format("{}: reaches past the end of its fd ({:#x} bytes)", describe(), info.st_size);
     return false;
+  }
+  // Remaining risk: the checks above hold at this instant only. The frontend keeps its
+  // own fd to the same file and may ftruncate it smaller afterwards (between this fstat
+  // and our mmap, or at any later time); an access past the new end then raises SIGBUS
+  // in whichever thread touches it. Only F_SEAL_SHRINK (memfd_create with
+  // MFD_ALLOW_SEALING, then F_ADD_SEALS) rules that out, and neither QEMU nor DPDK seal
+  // their guest memory, so an unsealed region is accepted, as every vhost-user backend
+  // does; the debug line below makes it visible. (Guarding every guest access against
+  // SIGBUS would cost a signal handler and per-access recovery on the datapath.)
+  // F_GET_SEALS fails (EINVAL) on files that do not support seals (hugetlbfs or tmpfs
+  // files of QEMU's -mem-path): those cannot be sealed at all.
+  const int seals = ::fcntl(slot.fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    spdlog::debug("{}: not sealed against shrinking (F_SEAL_SHRINK): the frontend could make accesses SIGBUS",
+                  describe());
   }
   return true;
 }

@@ -1,11 +1,17 @@
 // backend_hostile_test.cpp - a hostile frontend: each malformed or invalid request is
 // refused with a clear reason (an error reply where REPLY_ACK allows, else the
-// connection is closed), and no fd leaks (counted in /proc/self/fd).
+// connection is closed), and no fd leaks (counted in /proc/self/fd). Fds of the wrong
+// kind too: a pipe, memfd or socket where an eventfd belongs, a pipe, socket or
+// too-small memfd as guest memory.
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
+#include <string>
 
 #include "backend_test_support.h"
 
@@ -23,6 +29,29 @@ void expect_no_fd_leak(F&& body) {
   const int before = count_open_fds();
   body();
   EXPECT_EQ(count_open_fds(), before);
+}
+
+// Fds of the wrong kind for the hostile tests (each test closes them before it ends).
+struct Pipe {
+  UniqueFd read_end;
+  UniqueFd write_end;
+};
+Pipe make_pipe() {
+  int ends[2] = {-1, -1};
+  EXPECT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  return Pipe{UniqueFd(ends[0]), UniqueFd(ends[1])};
+}
+UniqueFd make_memfd(size_t bytes) {
+  UniqueFd fd(::memfd_create("uvhost-test-small", MFD_CLOEXEC));
+  EXPECT_TRUE(fd.valid());
+  EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(bytes)), 0);
+  return fd;
+}
+UniqueFd make_socket() {
+  int ends[2] = {-1, -1};
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+  ::close(ends[1]);
+  return UniqueFd(ends[0]);
 }
 
 std::vector<std::byte> header_bytes(uint32_t request, uint32_t flags, uint32_t size) {
@@ -224,6 +253,105 @@ TEST(BackendHostileTest, RingsOutsideMemoryAreRefused) {
     // Kick before size/addresses.
     EXPECT_EQ(frontend.send_acked(Request::kSetVringKick, Payload{VringFd{0, false}}, {kick.get()}),
               std::optional<uint64_t>(1));
+  });
+}
+
+TEST(BackendHostileTest, VringFdsMustBeEventfds) {
+  expect_no_fd_leak([] {
+    GuestRam ram(1 << 20);
+    GuestTxQueue tx(ram, kRingsGpa, 8);
+    TestFrontend frontend;
+    frontend.negotiate();
+    ASSERT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()}),
+              std::optional<uint64_t>(0));
+    const virtio::QueueConfig config = tx.driver->device_config();
+    ASSERT_EQ(frontend.send_acked(Request::kSetVringNum, Payload{VringState{1, 8}}), std::optional<uint64_t>(0));
+    ASSERT_EQ(frontend.send_acked(Request::kSetVringAddr,
+                                  Payload{VringAddress{1, 0, kFrontendBase + config.desc_addr,
+                                                       kFrontendBase + config.used_addr,
+                                                       kFrontendBase + config.avail_addr, config.used_addr}}),
+              std::optional<uint64_t>(0));
+
+    Pipe pipe = make_pipe();
+    UniqueFd memfd = make_memfd(4096);
+    UniqueFd socket = make_socket();
+    const std::array<int, 4> wrong = {pipe.read_end.get(), pipe.write_end.get(), memfd.get(), socket.get()};
+    for (const Request request : {Request::kSetVringKick, Request::kSetVringCall, Request::kSetVringErr}) {
+      for (const int fd : wrong) {
+        EXPECT_EQ(frontend.send_acked(request, Payload{VringFd{1, false}}, {fd}), std::optional<uint64_t>(1))
+            << to_string(request) << " fd " << fd;
+      }
+    }
+    for (const int fd : wrong) {
+      EXPECT_EQ(frontend.send_acked(Request::kSetLogFd, Payload{}, {fd}), std::optional<uint64_t>(1)) << fd;
+    }
+    EXPECT_FALSE(frontend.device().vring(1).started);
+    EXPECT_FALSE(frontend.device().vring(1).call.valid());
+    EXPECT_FALSE(frontend.device().vring(1).err.valid());
+
+    // Eventfds are taken; a running ring offered a bad kick keeps running on its old one.
+    UniqueFd err = make_eventfd();
+    EXPECT_EQ(frontend.send_acked(Request::kSetVringCall, Payload{VringFd{1, false}}, {tx.call.get()}),
+              std::optional<uint64_t>(0));
+    EXPECT_EQ(frontend.send_acked(Request::kSetVringErr, Payload{VringFd{1, false}}, {err.get()}),
+              std::optional<uint64_t>(0));
+    EXPECT_EQ(frontend.send_acked(Request::kSetVringKick, Payload{VringFd{1, false}}, {tx.kick.get()}),
+              std::optional<uint64_t>(0));
+    ASSERT_TRUE(frontend.device().vring(1).started);
+    EXPECT_EQ(frontend.send_acked(Request::kSetVringKick, Payload{VringFd{1, false}}, {pipe.read_end.get()}),
+              std::optional<uint64_t>(1));
+    EXPECT_TRUE(frontend.device().vring(1).started);
+    EXPECT_TRUE(frontend.device().vring(1).kick.valid());
+    EXPECT_EQ(frontend.send_acked(Request::kSetLogFd, Payload{}, {err.get()}), std::optional<uint64_t>(0));
+
+    // Without NEED_REPLY a refusal closes the connection, saying why.
+    EXPECT_EQ(frontend.send(Request::kSetVringCall, Payload{VringFd{0, false}}, 0, {socket.get()}),
+              Progress::kClosed);
+    EXPECT_NE(frontend.device().close_reason().find("VHOST_USER_SET_VRING_CALL: ring 0: fd is \"socket:["),
+              std::string::npos)
+        << frontend.device().close_reason();
+    EXPECT_NE(frontend.device().close_reason().find("not an eventfd"), std::string::npos);
+  });
+}
+
+TEST(BackendHostileTest, MemoryRegionFdMustBeAFileCoveringTheRegion) {
+  expect_no_fd_leak([] {
+    TestFrontend frontend;
+    frontend.negotiate();
+    UniqueFd small = make_memfd(0x1000);
+    Pipe pipe = make_pipe();
+    UniqueFd socket = make_socket();
+    UniqueFd eventfd = make_eventfd();
+    const MemoryRegionDesc region{0, 0x10000, kFrontendBase, 0};
+    MemoryTable table;
+    table.count = 1;
+    table.regions[0] = region;
+    // Mapping a file past its end succeeds; the access would SIGBUS. Refused instead.
+    for (const int fd : {small.get(), pipe.read_end.get(), socket.get(), eventfd.get()}) {
+      EXPECT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{table}, {fd}), std::optional<uint64_t>(1)) << fd;
+      EXPECT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{SingleRegion{region}}, {fd}),
+                std::optional<uint64_t>(1))
+          << fd;
+    }
+    EXPECT_EQ(frontend.device().memory_slot_count(), 0u);
+
+    // The offset counts: offset + size must fit, and exactly fitting is fine.
+    UniqueFd exact = make_memfd(0x11000);
+    table.regions[0] = {0, 0x10000, kFrontendBase, 0x1001};
+    EXPECT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{table}, {exact.get()}), std::optional<uint64_t>(1));
+    table.regions[0] = {0, 0x10000, kFrontendBase, 0x1000};
+    EXPECT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{table}, {exact.get()}), std::optional<uint64_t>(0));
+    EXPECT_EQ(frontend.device().memory_slot_count(), 1u);
+    // A too-small second region leaves the first in place.
+    const SingleRegion second{{0x100000, 0x2000, kFrontendBase + 0x100000, 0}};
+    EXPECT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{second}, {small.get()}), std::optional<uint64_t>(1));
+    EXPECT_EQ(frontend.device().memory_slot_count(), 1u);
+
+    // Without NEED_REPLY: closed, with the reason.
+    table.regions[0] = region;
+    EXPECT_EQ(frontend.send(Request::kSetMemTable, Payload{table}, 0, {small.get()}), Progress::kClosed);
+    EXPECT_NE(frontend.device().close_reason().find("reaches past the end of its fd (0x1000 bytes)"), std::string::npos)
+        << frontend.device().close_reason();
   });
 }
 

@@ -27,8 +27,11 @@
 //    addresses and memory set); started disabled if VHOST_USER_F_PROTOCOL_FEATURES
 //    was negotiated, else enabled; SET_VRING_ENABLE toggles; GET_VRING_BASE stops it
 //    and answers the next avail index. The datapath hears all of it via DatapathHooks.
-//  - Every fd received is owned (UniqueFd) and closed when replaced, unused, or when
-//    the device is destroyed. The destructor stops every started ring first.
+//  - Every fd received is owned (UniqueFd) and closed when replaced, unused, refused,
+//    or when the device is destroyed. The destructor stops every started ring first.
+//  - The fd of SET_VRING_KICK / SET_VRING_CALL / SET_VRING_ERR / SET_LOG_FD must be an
+//    eventfd (checked through /proc/self/fd), else the request is refused and the ring
+//    stays as it was; memory region fds: see memory_slots.h.
 //
 //  What it trusts and what not
 //  - Trusts the hooks (datapath_hooks.h). Trusts nothing from the frontend.
