@@ -251,7 +251,7 @@ void Port::serve(Connection connection) {
 
   const bool stopping = device->is_open();
   const std::string reason = stopping ? "the daemon stops" : device->close_reason();
-  if (!stopping && reason != "frontend closed the connection") ++protocol_errors_;
+  if (!stopping && !device->closed_by_frontend()) ++protocol_errors_;
   // Destroy the device before reporting: it stops the rings (after their last burst
   // was completed and published) and closes every fd the frontend sent.
   device.reset();

@@ -86,6 +86,7 @@ BackendDevice::Progress BackendDevice::handle_one() {
     case ReceiveStatus::kClosed:
       spdlog::info("{}: frontend closed the connection", options_.name);
       close_reason_ = "frontend closed the connection";
+      closed_by_frontend_ = true;
       stop_all();
       connection_.close();
       return Progress::kClosed;

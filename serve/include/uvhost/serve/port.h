@@ -54,7 +54,7 @@ namespace uvhost::serve {
 struct PortTotals {
   uint64_t connections = 0;        // frontends served
   uint64_t rejected = 0;           // frontends turned away (one was being served)
-  uint64_t protocol_errors = 0;    // connections ended by a refused message
+  uint64_t protocol_errors = 0;    // connections we ended: a refused message, a broken stream, a failed reply
   uint64_t tx_packets = 0;         // guest -> backend (all transmit vrings)
   uint64_t tx_bytes = 0;
   uint64_t rx_packets = 0;         // backend -> guest (loopback)

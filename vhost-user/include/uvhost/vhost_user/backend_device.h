@@ -92,6 +92,9 @@ class BackendDevice {
   bool is_open() const noexcept { return connection_.is_open(); }
   Connection& connection() noexcept { return connection_; }
   const std::string& close_reason() const noexcept { return close_reason_; }
+  // The frontend hung up between messages (as opposed to a refused message, a broken
+  // stream or a failed reply).
+  bool closed_by_frontend() const noexcept { return closed_by_frontend_; }
 
   uint32_t queue_count() const noexcept { return options_.queue_pairs * 2; }
   uint64_t offered_features() const noexcept;
@@ -149,6 +152,7 @@ class BackendDevice {
   DatapathHooks& hooks_;
   DeviceOptions options_;
   std::string close_reason_;
+  bool closed_by_frontend_ = false;
 
   uint64_t acked_features_ = 0;
   uint64_t protocol_features_ = 0;
