@@ -32,6 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "uvhost/testing/fds.h"
+#include "uvhost/testing/frames.h"
 #include "uvhost/vhost_user/connection.h"
 #include "uvhost/vhost_user/frontend.h"
 #include "uvhost/vhost_user/message.h"
@@ -54,17 +56,7 @@ constexpr auto kPatience = 10s;
 
 // ------------------------------------------------------------------ environment
 
-// Open descriptors of this process.
-int count_open_fds() {
-  int count = 0;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(dir);
-  return count - 1;  // the directory stream's own fd
-}
+using uvhost::testing::count_open_fds;
 
 // A fresh directory for the sockets, removed with whatever is left in it.
 class TempDir {
@@ -136,22 +128,9 @@ std::unique_ptr<Frontend> connect(const std::string& path, std::string& error, F
 
 // ------------------------------------------------------------------ frames
 
-constexpr std::array<uint8_t, 6> kDst{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
-constexpr std::array<uint8_t, 6> kSrc{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
 constexpr std::array<size_t, 8> kSizes{60, 64, 128, 333, 777, 1000, 1500, 1514};
-
-// An Ethernet frame of `size` bytes whose payload depends on `seq`.
-std::vector<std::byte> make_frame(size_t size, uint32_t seq) {
-  std::vector<std::byte> frame(size);
-  for (size_t i = 0; i < 6; ++i) {
-    frame[i] = std::byte{kDst[i]};
-    frame[6 + i] = std::byte{kSrc[i]};
-  }
-  frame[12] = std::byte{0x88};
-  frame[13] = std::byte{0xB5};
-  for (size_t i = 14; i < size; ++i) frame[i] = static_cast<std::byte>((seq * 131u + i * 7u) & 0xffu);
-  return frame;
-}
+using uvhost::testing::make_frame;
+using uvhost::testing::reflected;
 
 std::vector<std::vector<std::byte>> make_frames(size_t count, uint32_t first_seq) {
   std::vector<std::vector<std::byte>> frames;
@@ -162,11 +141,6 @@ std::vector<std::vector<std::byte>> make_frames(size_t count, uint32_t first_seq
   return frames;
 }
 
-// What the loopback sends back: the same frame with the MAC addresses swapped.
-std::vector<std::byte> reflected(std::vector<std::byte> frame) {
-  std::swap_ranges(frame.begin(), frame.begin() + 6, frame.begin() + 6);
-  return frame;
-}
 
 uint64_t total_bytes(const std::vector<std::vector<std::byte>>& frames) {
   uint64_t total = 0;

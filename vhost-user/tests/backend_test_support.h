@@ -21,22 +21,14 @@
 #include "uvhost/vhost_user/connection.h"
 #include "uvhost/vhost_user/features.h"
 #include "uvhost/vhost_user/message.h"
+#include "uvhost/testing/fds.h"
 #include "uvhost/vhost_user/inline_datapath.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
 namespace uvhost::vhost_user::testing {
 
-// Open descriptors of this process (the leak check of the hostile tests).
-inline int count_open_fds() {
-  int count = 0;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] != '.') ++count;
-  }
-  ::closedir(dir);
-  return count - 1;  // the directory stream's own fd
-}
+// The leak check of the hostile tests.
+using uvhost::testing::count_open_fds;
 
 // Guest RAM as QEMU shares it: a memfd, mapped here too (the "guest" side).
 struct GuestRam {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend_test_support.h"
+#include "uvhost/testing/frames.h"
 #include "uvhost/vhost_user/backend_device.h"
 #include "uvhost/vhost_user/frontend.h"
 #include "uvhost/vhost_user/inline_datapath.h"
@@ -205,29 +206,10 @@ struct Rig {
 
 // ------------------------------------------------------------------ frames
 
-constexpr std::array<uint8_t, 6> kDst{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
-constexpr std::array<uint8_t, 6> kSrc{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
 constexpr std::array<size_t, 12> kSizes{60, 64, 128, 244, 333, 512, 777, 1000, 1024, 1400, 1500, 1514};
+using uvhost::testing::make_frame;
+using uvhost::testing::reflected;
 
-// An Ethernet frame of `size` bytes: kDst, kSrc, ethertype 0x88B5, then a payload that
-// depends on `seq` (so a frame delivered twice or out of order is noticed).
-std::vector<std::byte> make_frame(size_t size, uint32_t seq) {
-  std::vector<std::byte> frame(size);
-  for (size_t i = 0; i < 6; ++i) {
-    frame[i] = std::byte{kDst[i]};
-    frame[6 + i] = std::byte{kSrc[i]};
-  }
-  frame[12] = std::byte{0x88};
-  frame[13] = std::byte{0xB5};
-  for (size_t i = 14; i < size; ++i) frame[i] = static_cast<std::byte>((seq * 131u + i * 7u) & 0xffu);
-  return frame;
-}
-
-// What the loopback sends back: the same frame with the MAC addresses swapped.
-std::vector<std::byte> reflected(std::vector<std::byte> frame) {
-  std::swap_ranges(frame.begin(), frame.begin() + 6, frame.begin() + 6);
-  return frame;
-}
 
 struct Received {
   virtio::NetHeader header;
