@@ -153,7 +153,7 @@ size_t InlineDatapath::drain(uint32_t tx_index, Queue& tx) {
   // reflected frames are dropped.
   Queue& rx = queues_[tx_index - 1];
   return tx.memory->read([&](const virtio::GuestMemoryMap& map) {
-    virtio::DescriptorChain chain;
+    virtio::DescriptorChain& chain = tx_chain_;  // reused: no allocation once warm
     size_t done = 0;
     size_t reflected = 0;
     while (done < kBudgetPerPoll && tx.ring->pop(map, chain, virtio::ChainDirection::kReadableOnly)) {

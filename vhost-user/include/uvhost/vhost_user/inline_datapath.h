@@ -37,6 +37,7 @@
 
 #include "uvhost/vhost_user/datapath_hooks.h"
 #include "uvhost/vhost_user/dirty_log.h"
+#include "uvhost/virtio/descriptor_chain.h"
 #include "uvhost/virtio/net_rx.h"
 #include "uvhost/virtio/split_queue.h"
 
@@ -122,6 +123,7 @@ class InlineDatapath final : public DatapathHooks {
   std::vector<Queue> queues_;
   std::vector<std::byte> last_frame_;
   std::vector<std::byte> scratch_;  // loopback: the frame being reflected
+  virtio::DescriptorChain tx_chain_;
   virtio::NetReceiveWriter rx_writer_{virtio::RxOptions{}};
   uint64_t features_ = 0;
   DirtyLog* log_ = nullptr;
