@@ -17,6 +17,7 @@ PACKAGES=(
   clang libclang-rt-14-dev   # libFuzzer targets (fuzz preset) with ASan+UBSan
   valgrind      # callgrind instruction counts (stable benchmark figure)
   dpdk-dev      # dpdk-testpmd: the vhost-user interop peer (tests/interop)
+  iproute2 iputils-ping   # tap tests: `ip` in a network namespace, `ping` through the tap
 )
 
 missing=()

@@ -1,0 +1,210 @@
+// tap_device.h - one queue of a Linux tap interface (/dev/net/tun, IFF_TAP) carrying
+// the virtio-net header: the host side of a port whose backend is `tap`.
+//
+// Contract
+// --------
+//  Opening (TapDevice::open)
+//  - Opens /dev/net/tun (O_NONBLOCK | O_CLOEXEC) and attaches it with TUNSETIFF:
+//    IFF_TAP | IFF_NO_PI, plus IFF_VNET_HDR and IFF_MULTI_QUEUE when asked. With the
+//    vnet header it sets TUNSETVNETHDRSZ (10 or 12; 12 = virtio 1.0 / MRG_RXBUF) and
+//    TUNSETVNETLE, so the header is little-endian as virtio 1.0 wants on any host.
+//  - Name empty: the kernel creates "tapN". Name given: the tap is created, or, when
+//    an interface of that name exists, attached to (it must be a tap with the same
+//    multi_queue setting, and a single-queue tap must have no other fd attached).
+//    created() says which (an exclusive create is tried first, so it is exact).
+//  - Lifetime: a tap we created without `persist` disappears when this object (its
+//    last fd) closes. With `persist` (TUNSETPERSIST) it stays until `ip link del` or
+//    until its network namespace goes away. Attaching never changes persistence.
+//  - The tap lives in the network namespace of the thread that calls open(); `up`
+//    (SIOCSIFFLAGS) and `mtu` (SIOCSIFMTU) are applied there, also when attaching.
+//  - With multi_queue, every open() of the same name adds one queue (one fd).
+//  - Failure: nullptr and `error` says what and why (bad name, not a tap, busy, no
+//    permission, ...). Nothing is left behind: a tap we created is deleted again.
+//
+//  Offloads (set_offloads / tun_offload_flags)
+//  - TUNSETOFFLOAD says which offloaded packets the tap may hand *us* (the guest's
+//    receive side): partial checksums, TSO4/6 (+ECN), UFO, USO4/6. We pass exactly
+//    what the guest negotiated (VIRTIO_NET_F_GUEST_*), minus what the spec's
+//    dependency rules forbid; anything else the kernel segments and checksums in
+//    software before we read it. Kernels without USO (before 6.2) get the flags
+//    without USO (offload_flags() tells what was applied).
+//  - Frames we write (the guest's transmit side) may always carry GSO / NEEDS_CSUM
+//    headers: the tap accepts them whatever TUNSETOFFLOAD says (the kernel segments
+//    in software where needed). A header the kernel cannot use (unknown gso_type,
+//    checksum range outside the frame, hdr_len past the end) is refused: kBadFrame.
+//
+//  I/O (non-blocking, one frame per call, no copies in user space)
+//  - write_frame: writev of [vnet header][ethernet frame] from the given pieces.
+//    Outcomes: kSent; kFull (EAGAIN/ENOBUFS: dropped, never blocks; rare, the tap's
+//    sndbuf - drops inside the kernel's backlog are silent, counted in the tap's
+//    rx_dropped); kBadFrame (EINVAL/EMSGSIZE: shorter than header + 14 bytes, or a
+//    header the kernel refuses); kDown (EIO: the link is administratively down,
+//    dropped; transient); kGone (EBADFD/ENODEV/ENXIO: the interface was deleted
+//    under us, permanent: close and reopen); kError (anything else, errno kept).
+//  - read_frame: readv of one frame into the given pieces. kFrame: `bytes` = vnet
+//    header + frame. kEmpty: nothing queued (EAGAIN), immediately. kTruncated: the
+//    frame was larger than the buffer; the buffer holds its first bytes, the rest
+//    is lost (the kernel consumes the whole frame); drop it. Detected exactly: one
+//    private spare byte is appended to the read, so a frame that fills the buffer
+//    exactly is kFrame, a longer one kTruncated. kGone and kError as for writes.
+//    A buffer of max_read_bytes() (header + 65535 + 14 + 4) is never truncated: a
+//    tap's frame is at most MTU 65535 plus ethernet and VLAN headers, and a GSO
+//    frame at most 64 KiB.
+//  - With a 12-byte header the kernel writes flags, gso_type, hdr_len (a hint),
+//    gso_size, csum_start and csum_offset; num_buffers (bytes 10-11) means nothing:
+//    older kernels skip those bytes, newer ones zero them. The receive path fills
+//    num_buffers in itself.
+//  - Buffers smaller than the vnet header, and more than kMaxPieces pieces, are
+//    refused before any system call (kError / kBadFrame, errno EINVAL), so no frame
+//    is consumed by a call that could not hold it.
+//
+//  Threads
+//  - One thread may read while another writes (each direction has its own scratch
+//    space); set_offloads may run concurrently with both. Two concurrent readers, or
+//    two concurrent writers, on one TapDevice are not allowed: open one queue each
+//    (multi_queue) instead.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "uvhost/virtio/io_vector.h"
+#include "uvhost/virtio/net_header.h"
+
+namespace uvhost::backends {
+
+// virtio-net feature bits of the guest's receive offloads (virtio 1.2, 5.1.3).
+namespace net_feature {
+inline constexpr unsigned kGuestCsum = 1;   // VIRTIO_NET_F_GUEST_CSUM: partial checksums
+inline constexpr unsigned kGuestTso4 = 7;   // VIRTIO_NET_F_GUEST_TSO4 (needs GUEST_CSUM)
+inline constexpr unsigned kGuestTso6 = 8;   // VIRTIO_NET_F_GUEST_TSO6 (needs GUEST_CSUM)
+inline constexpr unsigned kGuestEcn = 9;    // VIRTIO_NET_F_GUEST_ECN (needs TSO4 or TSO6)
+inline constexpr unsigned kGuestUfo = 10;   // VIRTIO_NET_F_GUEST_UFO (needs GUEST_CSUM)
+inline constexpr unsigned kGuestUso4 = 54;  // VIRTIO_NET_F_GUEST_USO4 (needs GUEST_CSUM)
+inline constexpr unsigned kGuestUso6 = 55;  // VIRTIO_NET_F_GUEST_USO6 (needs GUEST_CSUM)
+}  // namespace net_feature
+
+// TUNSETOFFLOAD flags (<linux/if_tun.h>; USO4/USO6 since Linux 6.2).
+namespace tun_offload {
+inline constexpr unsigned kCsum = 0x01;
+inline constexpr unsigned kTso4 = 0x02;
+inline constexpr unsigned kTso6 = 0x04;
+inline constexpr unsigned kTsoEcn = 0x08;
+inline constexpr unsigned kUfo = 0x10;
+inline constexpr unsigned kUso4 = 0x20;
+inline constexpr unsigned kUso6 = 0x40;
+}  // namespace tun_offload
+
+// The TUNSETOFFLOAD flags for a guest that negotiated `guest_features`: each GUEST_*
+// bit maps to its TUN_F_* flag, and what the spec forbids is dropped (TSO4, TSO6,
+// UFO, USO4, USO6 without GUEST_CSUM; ECN without TSO4 or TSO6). Other bits ignored.
+constexpr unsigned tun_offload_flags(uint64_t guest_features) noexcept {
+  const auto has = [guest_features](unsigned bit) { return (guest_features >> bit) & 1u; };
+  if (!has(net_feature::kGuestCsum)) return 0;
+  unsigned flags = tun_offload::kCsum;
+  if (has(net_feature::kGuestTso4)) flags |= tun_offload::kTso4;
+  if (has(net_feature::kGuestTso6)) flags |= tun_offload::kTso6;
+  if (has(net_feature::kGuestEcn) && (flags & (tun_offload::kTso4 | tun_offload::kTso6)) != 0) {
+    flags |= tun_offload::kTsoEcn;
+  }
+  if (has(net_feature::kGuestUfo)) flags |= tun_offload::kUfo;
+  if (has(net_feature::kGuestUso4)) flags |= tun_offload::kUso4;
+  if (has(net_feature::kGuestUso6)) flags |= tun_offload::kUso6;
+  return flags;
+}
+
+struct TapOptions {
+  std::string name;                                   // empty: the kernel picks "tapN"
+  bool vnet_hdr = true;                               // IFF_VNET_HDR
+  size_t vnet_hdr_size = virtio::kNetHeaderSizeMrg;   // 12 (virtio 1.0 / MRG_RXBUF) or 10
+  bool multi_queue = false;                           // IFF_MULTI_QUEUE
+  bool persist = false;                               // TUNSETPERSIST on a tap we create
+  bool up = true;                                     // set IFF_UP
+  std::optional<uint32_t> mtu;                        // SIOCSIFMTU when given
+};
+
+enum class WriteStatus { kSent, kFull, kBadFrame, kDown, kGone, kError };
+enum class ReadStatus { kFrame, kEmpty, kTruncated, kGone, kError };
+
+struct WriteResult {
+  WriteStatus status = WriteStatus::kError;
+  size_t bytes = 0;      // header + frame, when kSent
+  int error_number = 0;  // errno behind any other status
+};
+
+struct ReadResult {
+  ReadStatus status = ReadStatus::kError;
+  size_t bytes = 0;      // header + frame (kFrame), or the buffer's size (kTruncated)
+  int error_number = 0;  // errno behind kGone / kError
+};
+
+std::string_view to_string(WriteStatus status) noexcept;
+std::string_view to_string(ReadStatus status) noexcept;
+
+class TapDevice {
+ public:
+  // Largest ethernet frame a tap hands out: MTU 65535 + ethernet header + VLAN tag.
+  static constexpr size_t kMaxFrameBytes = 65535 + 14 + 4;
+  // Most pieces one read or write may have (IOV_MAX, less the read's spare byte).
+  static constexpr size_t kMaxPieces = 1023;
+
+  // nullptr with `error` filled in on failure (see the contract above).
+  static std::unique_ptr<TapDevice> open(const TapOptions& options, std::string& error);
+
+  ~TapDevice();
+  TapDevice(const TapDevice&) = delete;
+  TapDevice& operator=(const TapDevice&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  unsigned ifindex() const noexcept { return ifindex_; }
+  int fd() const noexcept { return fd_; }
+  bool created() const noexcept { return created_; }        // false: attached to an existing tap
+  bool persistent() const noexcept { return persistent_; }  // as of open()
+  bool vnet_hdr() const noexcept { return vnet_hdr_size_ != 0; }
+  size_t vnet_hdr_size() const noexcept { return vnet_hdr_size_; }  // 0 without IFF_VNET_HDR
+  size_t max_read_bytes() const noexcept { return vnet_hdr_size_ + kMaxFrameBytes; }
+
+  // Applies tun_offload_flags(guest_features) with TUNSETOFFLOAD. false (error filled
+  // in) when the kernel refuses, or offloads are asked for without the vnet header.
+  bool set_offloads(uint64_t guest_features, std::string& error);
+  // The TUN_F_* flags last applied (0 after open: the kernel's default).
+  unsigned offload_flags() const noexcept { return offload_flags_.load(std::memory_order_relaxed); }
+
+  // One frame: [vnet header (vnet_hdr_size() bytes)][ethernet frame], in pieces.
+  WriteResult write_frame(std::span<const iovec> pieces) noexcept;
+  WriteResult write_frame(std::span<const virtio::IoPiece> pieces) noexcept;
+
+  // One frame into the pieces (header first). Never blocks.
+  ReadResult read_frame(std::span<const iovec> buffer) noexcept;
+  ReadResult read_frame(std::span<const virtio::IoPiece> buffer) noexcept;
+
+ private:
+  TapDevice(int fd, std::string name, unsigned ifindex, bool created, bool persistent, size_t vnet_hdr_size);
+
+  WriteResult write_iov(const iovec* iov, size_t count) noexcept;
+  ReadResult read_iov(size_t count) noexcept;  // read_iov_[0, count) filled, spare byte appended here
+
+  int fd_;
+  std::string name_;
+  unsigned ifindex_;
+  bool created_;
+  bool persistent_;
+  size_t vnet_hdr_size_;
+  std::atomic<unsigned> offload_flags_{0};
+
+  std::vector<iovec> read_iov_;   // the reader's scratch: caller's pieces + the spare byte
+  std::vector<iovec> write_iov_;  // the writer's scratch (IoPiece -> iovec)
+  std::byte read_spare_{};        // receives byte capacity+1 of an oversized frame
+};
+
+}  // namespace uvhost::backends
