@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 namespace uvhost::serve {
 
@@ -33,6 +34,10 @@ bool Daemon::start(std::string& error) {
     }
     ports_.push_back(std::move(port));
   }
+  // spdlog creates its registry on first use, inside the (uninstrumented) shared
+  // library: if two port threads log first at the same moment, TSan cannot see the
+  // static-init guard and reports a race. Create it here, before the threads exist.
+  (void)spdlog::default_logger_raw();
   for (auto& port : ports_) threads_.emplace_back([p = port.get()] { p->run(); });
   return true;
 }
