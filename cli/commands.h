@@ -11,6 +11,8 @@ namespace uvhost::cli {
 void add_version_command(CLI::App& app);
 void add_lab_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+// Returns the `ctl` subcommand: main.cpp maps its parse errors to exit status 2.
+CLI::App* add_ctl_command(CLI::App& app);
 
 // `uvhost lab <experiment>`: one function per seed experiment.
 void add_lab_delegation(CLI::App& lab);

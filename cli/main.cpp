@@ -16,12 +16,17 @@ int main(int argc, char** argv) {
 
   uvhost::cli::add_version_command(app);
   uvhost::cli::add_serve_command(app);
+  CLI::App* ctl = uvhost::cli::add_ctl_command(app);
   uvhost::cli::add_lab_command(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    // `uvhost ctl` promises scripts 2 for bad arguments; CLI11's own codes are 100 and
+    // up (a callback's CLI::RuntimeError carries its code as is).
+    if (ctl->parsed() && code >= static_cast<int>(CLI::ExitCodes::IncorrectConstruction)) return 2;
+    return code;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -25,17 +25,21 @@ struct ServeOptions {
   std::string config_path;
   double stats_interval_s = 0;
   std::string summary_json;
+  std::string control_path;
+  uint32_t pool_workers = 2;
+  std::string enqueue = "lockless";
+  std::string switch_tap;
 };
 
 void print_summary(const std::vector<serve::PortReport>& reports) {
-  bench::TextTable table({"port", "mode", "backend", "conns", "tx pkts", "tx bytes", "rx pkts", "rx bytes",
-                          "rx drops", "errors"});
+  bench::TextTable table({"port", "mode", "backend", "conns", "tx pkts", "tx bytes", "tx drops", "rx pkts",
+                          "rx bytes", "rx drops", "errors"});
   for (const auto& r : reports) {
     const auto& t = r.totals;
-    table.add_row({r.spec.name, r.spec.client ? "client" : "server", std::string(vhost_user::to_string(r.spec.backend)),
+    table.add_row({r.spec.name, r.spec.client ? "client" : "server", std::string(serve::to_string(r.spec.backend)),
                    std::to_string(t.connections), std::to_string(t.tx_packets), std::to_string(t.tx_bytes),
-                   std::to_string(t.rx_packets), std::to_string(t.rx_bytes), std::to_string(t.rx_dropped),
-                   std::to_string(t.protocol_errors)});
+                   std::to_string(t.tx_dropped), std::to_string(t.rx_packets), std::to_string(t.rx_bytes),
+                   std::to_string(t.rx_dropped), std::to_string(t.protocol_errors)});
   }
   table.print(std::cout);
   std::cout.flush();
@@ -84,6 +88,10 @@ void run_serve(const ServeOptions& options) {
 
   serve::DaemonOptions daemon_options;
   daemon_options.stats_interval = std::chrono::milliseconds(static_cast<int64_t>(options.stats_interval_s * 1000));
+  daemon_options.control_path = options.control_path;
+  daemon_options.pool_workers = options.pool_workers;
+  daemon_options.switch_tap = options.switch_tap;
+  daemon_options.enqueue = *sync::parse_enqueue_strategy(options.enqueue);  // checked by CLI11
   serve::Daemon daemon(std::move(ports), daemon_options);
   if (!daemon.start(error)) {
     spdlog::error("{}", error);
@@ -114,13 +122,23 @@ void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Run the vhost-user backend daemon: one socket per port");
   cmd->add_option("--port", options->ports,
-                  "A port: sock=PATH[,client][,queues=N][,backend=sink|loopback][,mode=0600][,name=NAME]"
-                  "[,memory=rcu|mutex|rwsem|pthread_rwlock] (repeat for more ports)");
+                  "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME]"
+                  "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread_rwlock]"
+                  "[,workers=device|pair|pool][,poll=notify|busy|always|adaptive][,busy_us=N][,exit=accurate|any]"
+                  "[,burst=N][,weight=N] (repeat for more ports)");
   cmd->add_option("--config", options->config_path,
                   "JSON file: {\"ports\": [{\"sock\": PATH, \"client\": false, \"queues\": 1, ...}]}");
   cmd->add_option("--stats-interval", options->stats_interval_s, "Log each port's counters every N seconds (0: off)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--summary-json", options->summary_json, "On exit, also write each port's counters here");
+  cmd->add_option("--control", options->control_path,
+                  "Control socket (mode 0600) for `uvhost ctl`: stats, poll modes, guard policy, enqueue strategy");
+  cmd->add_option("--pool-workers", options->pool_workers, "Workers of the shared pool (ports with workers=pool)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--enqueue", options->enqueue, "Work-queue enqueue strategy of every worker (seed 000)")
+      ->check(CLI::IsMember({"locked_wake", "unlock_wake", "lockless"}));
+  cmd->add_option("--switch-tap", options->switch_tap,
+                  "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink");
   cmd->callback([options] { run_serve(*options); });
 }
 

@@ -751,47 +751,10 @@ class Responder {
 
  private:
   std::optional<Bytes> answer(const Bytes& frame) {
-    using namespace testing;
-    if (frame.size() < kEthHeader) return std::nullopt;
-    Mac requester{};
-    for (size_t i = 0; i < 6; ++i) requester[i] = get8(frame, 6 + i);
-    const uint16_t type = get16(frame, 12);
-    if (type == ETHERTYPE_ARP && frame.size() >= kEthHeader + 28 && get16(frame, kEthHeader + 6) == 1 &&
-        get32(frame, kEthHeader + 24) == kAddress) {
-      Bytes reply = ethernet(requester, kMac, ETHERTYPE_ARP);
-      put16(reply, 1);             // ethernet
-      put16(reply, ETHERTYPE_IP);  // IPv4
-      put8(reply, 6);
-      put8(reply, 4);
-      put16(reply, 2);  // reply
-      put_mac(reply, kMac);
-      put32(reply, kAddress);
-      reply.insert(reply.end(), frame.begin() + kEthHeader + 8, frame.begin() + kEthHeader + 18);  // their MAC + IP
-      ++arp_replies_;
-      return reply;
-    }
-    if (type != ETHERTYPE_IP || frame.size() < kEthHeader + kIpHeader) return std::nullopt;
-    const size_t ip_length = size_t{get8(frame, kEthHeader) & 0x0fu} * 4;
-    const size_t icmp = kEthHeader + ip_length;
-    if (get8(frame, kEthHeader + 9) != IPPROTO_ICMP || get32(frame, kEthHeader + 16) != kAddress ||
-        frame.size() < icmp + 8 || get8(frame, icmp) != 8 /* echo request */) {
-      return std::nullopt;
-    }
-    Bytes reply = ethernet(requester, kMac, ETHERTYPE_IP);
-    reply.insert(reply.end(), frame.begin() + kEthHeader, frame.end());
-    // Swap the addresses, fresh TTL and header checksum; echo reply with its checksum.
-    const uint32_t source = get32(frame, kEthHeader + 12);
-    for (size_t i = 0; i < 4; ++i) {
-      reply[kEthHeader + 12 + i] = frame[kEthHeader + 16 + i];
-      reply[kEthHeader + 16 + i] = std::byte{static_cast<uint8_t>(source >> (24 - 8 * i))};
-    }
-    reply[kEthHeader + 8] = std::byte{64};
-    set16(reply, kEthHeader + 10, 0);
-    set16(reply, kEthHeader + 10, checksum(reply, kEthHeader, icmp));
-    reply[icmp] = std::byte{0};
-    set16(reply, icmp + 2, 0);
-    set16(reply, icmp + 2, checksum(reply, icmp, reply.size()));
-    ++echo_replies_;
+    testing::Answered what = testing::Answered::kNone;
+    std::optional<Bytes> reply = testing::answer_arp_or_echo(frame, kMac, kAddress, what);
+    if (what == testing::Answered::kArp) ++arp_replies_;
+    if (what == testing::Answered::kEcho) ++echo_replies_;
     return reply;
   }
 

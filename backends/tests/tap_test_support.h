@@ -1,6 +1,7 @@
 // tap_test_support.h - what the tap tests need around a real tap: a private network
 // namespace per test, commands (`ip`, `ping`) run inside it, AF_PACKET sockets on the
-// tap, and frame builders (ethernet, ARP, IPv4/TCP/ICMP with real checksums).
+// tap, frame builders (ethernet, ARP, IPv4/TCP/ICMP with real checksums), and what a
+// pinged host answers (ARP and ICMP echo replies).
 //
 // Why unshare(CLONE_NEWNET) on the test's own thread: network namespaces belong to
 // threads, so after unshare this thread (and every thread or child process it starts)
@@ -379,6 +380,58 @@ inline bool ipv4_tcp_checksums_valid(const Bytes& frame) {
   const uint32_t pseudo =
       pseudo_header_sum(get32(frame, kEthHeader + 12), get32(frame, kEthHeader + 16), IPPROTO_TCP, frame.size() - l4);
   return fold(sum16(frame, l4, frame.size(), pseudo)) == 0xffff;
+}
+
+// ---- the other end of a ping --------------------------------------------------------
+
+enum class Answered { kNone, kArp, kEcho };
+
+// What a host with `mac` and IPv4 `address` answers to `frame`: an ARP reply to a
+// request for `address`, an ICMP echo reply (fresh TTL and checksums) to an echo
+// request to it, nothing (nullopt) to anything else. `what` says which.
+inline std::optional<Bytes> answer_arp_or_echo(const Bytes& frame, const Mac& mac, uint32_t address, Answered& what) {
+  what = Answered::kNone;
+  if (frame.size() < kEthHeader) return std::nullopt;
+  Mac requester{};
+  for (size_t i = 0; i < 6; ++i) requester[i] = get8(frame, 6 + i);
+  const uint16_t type = get16(frame, 12);
+  if (type == ETHERTYPE_ARP && frame.size() >= kEthHeader + 28 && get16(frame, kEthHeader + 6) == 1 &&
+      get32(frame, kEthHeader + 24) == address) {
+    Bytes reply = ethernet(requester, mac, ETHERTYPE_ARP);
+    put16(reply, 1);             // ethernet
+    put16(reply, ETHERTYPE_IP);  // IPv4
+    put8(reply, 6);
+    put8(reply, 4);
+    put16(reply, 2);  // reply
+    put_mac(reply, mac);
+    put32(reply, address);
+    reply.insert(reply.end(), frame.begin() + kEthHeader + 8, frame.begin() + kEthHeader + 18);  // their MAC + IP
+    what = Answered::kArp;
+    return reply;
+  }
+  if (type != ETHERTYPE_IP || frame.size() < kEthHeader + kIpHeader) return std::nullopt;
+  const size_t ip_length = size_t{get8(frame, kEthHeader) & 0x0fu} * 4;
+  const size_t icmp = kEthHeader + ip_length;
+  if (get8(frame, kEthHeader + 9) != IPPROTO_ICMP || get32(frame, kEthHeader + 16) != address ||
+      frame.size() < icmp + 8 || get8(frame, icmp) != 8 /* echo request */) {
+    return std::nullopt;
+  }
+  Bytes reply = ethernet(requester, mac, ETHERTYPE_IP);
+  reply.insert(reply.end(), frame.begin() + kEthHeader, frame.end());
+  // Swap the addresses, fresh TTL and header checksum; echo reply with its checksum.
+  const uint32_t source = get32(frame, kEthHeader + 12);
+  for (size_t i = 0; i < 4; ++i) {
+    reply[kEthHeader + 12 + i] = frame[kEthHeader + 16 + i];
+    reply[kEthHeader + 16 + i] = std::byte{static_cast<uint8_t>(source >> (24 - 8 * i))};
+  }
+  reply[kEthHeader + 8] = std::byte{64};
+  set16(reply, kEthHeader + 10, 0);
+  set16(reply, kEthHeader + 10, checksum(reply, kEthHeader, icmp));
+  reply[icmp] = std::byte{0};
+  set16(reply, icmp + 2, 0);
+  set16(reply, icmp + 2, checksum(reply, icmp, reply.size()));
+  what = Answered::kEcho;
+  return reply;
 }
 
 // ---- AF_PACKET -----------------------------------------------------------------------

@@ -1,9 +1,14 @@
 // daemon.cpp - ports and their threads (see daemon.h).
 #include "uvhost/serve/daemon.h"
 
+#include "uvhost/serve/control_server.h"
+
 #include <sys/eventfd.h>
 
+#include <algorithm>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -16,8 +21,10 @@ Daemon::Daemon(std::vector<PortSpec> ports, DaemonOptions options)
 }
 
 Daemon::~Daemon() {
+  control_server_.reset();  // no control request during the teardown
   request_stop();
   wait();
+  ports_.clear();  // before the workers and the switch they use
 }
 
 bool Daemon::start(std::string& error) {
@@ -26,13 +33,42 @@ bool Daemon::start(std::string& error) {
     error = "the daemon was started already";
     return false;
   }
-  for (const PortSpec& spec : specs_) {
-    auto port = std::make_unique<Port>(spec, stop_fd_.get(), options_.stats_interval);
-    if (!port->open(error)) {
-      ports_.clear();  // unlinks what was bound so far
-      return false;
+  workers_ = std::make_unique<datapath::WorkerPool>(options_.pool_workers, options_.enqueue);
+  const bool wants_switch = !options_.switch_tap.empty() ||
+                            std::any_of(specs_.begin(), specs_.end(),
+                                        [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
+  auto fail = [&] {
+    control_server_.reset();
+    ports_.clear();  // unlinks what was bound so far
+    switch_hub_.reset();
+    workers_.reset();
+    return false;
+  };
+  if (wants_switch) {
+    switch_hub_ = std::make_unique<backends::SwitchHub>();
+    if (!options_.switch_tap.empty()) {
+      backends::TapBackendOptions tap;
+      tap.name = options_.switch_tap;
+      if (!switch_hub_->add_tap_uplink(tap, error)) {
+        error = fmt::format("switch tap {}: {}", options_.switch_tap, error);
+        return fail();
+      }
     }
+  }
+  const PortEnvironment environment{workers_.get(), switch_hub_.get()};
+  for (const PortSpec& spec : specs_) {
+    auto port = std::make_unique<Port>(spec, stop_fd_.get(), environment, options_.stats_interval);
+    if (!port->open(error)) return fail();
     ports_.push_back(std::move(port));
+  }
+  started_at_ = std::chrono::steady_clock::now();
+  if (!options_.control_path.empty()) {
+    control_server_ = ControlServer::open(
+        options_.control_path, [this](const nlohmann::json& request) { return control(request); }, error);
+    if (!control_server_) {
+      error = fmt::format("control socket {}: {}", options_.control_path, error);
+      return fail();
+    }
   }
   // spdlog creates its registry on first use, inside the (uninstrumented) shared
   // library: if two port threads log first at the same moment, TSan cannot see the
@@ -55,6 +91,13 @@ void Daemon::wait() {
   threads_.clear();
 }
 
+Port* Daemon::find_port(const std::string& name) const {
+  for (const auto& port : ports_) {
+    if (port->spec().name == name) return port.get();
+  }
+  return nullptr;
+}
+
 std::vector<PortReport> Daemon::reports() const {
   std::vector<PortReport> reports;
   for (const auto& port : ports_) reports.push_back(PortReport{port->spec(), port->totals()});
@@ -69,12 +112,15 @@ nlohmann::json to_json(const std::vector<PortReport>& reports) {
                      {"socket", report.spec.socket_path},
                      {"client", report.spec.client},
                      {"queue_pairs", report.spec.queue_pairs},
-                     {"backend", std::string(vhost_user::to_string(report.spec.backend))},
+                     {"backend", std::string(to_string(report.spec.backend))},
+                     {"workers", std::string(datapath::to_string(report.spec.workers))},
+                     {"poll", datapath::describe(report.spec.poll)},
                      {"connections", t.connections},
                      {"rejected", t.rejected},
                      {"protocol_errors", t.protocol_errors},
                      {"tx_packets", t.tx_packets},
                      {"tx_bytes", t.tx_bytes},
+                     {"tx_dropped", t.tx_dropped},
                      {"rx_packets", t.rx_packets},
                      {"rx_bytes", t.rx_bytes},
                      {"rx_dropped", t.rx_dropped},

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "uvhost/serve/backend_factory.h"
 #include "uvhost/vhost_user/backend_device.h"
 
 namespace uvhost::serve {
@@ -46,40 +47,36 @@ bool is_stale_socket(const std::string& path) {
 }
 
 // The TX side (guest -> us) is the odd vrings, the RX side the even ones.
-PortTotals sum(const vhost_user::InlineDatapath& datapath) {
+PortTotals sum(const std::vector<datapath::QueueSnapshot>& queues) {
   PortTotals totals;
-  for (uint32_t index = 0; index < datapath.queue_count(); ++index) {
-    const auto view = datapath.queue(index);
-    if (index % 2 == 1) {
-      totals.tx_packets += view.packets;
-      totals.tx_bytes += view.bytes;
+  for (const datapath::QueueSnapshot& q : queues) {
+    if (q.is_tx) {
+      totals.tx_packets += q.packets;
+      totals.tx_bytes += q.bytes;
+      totals.tx_dropped += q.dropped;
     } else {
-      totals.rx_packets += view.packets;
-      totals.rx_bytes += view.bytes;
-      totals.rx_dropped += view.dropped;
+      totals.rx_packets += q.packets;
+      totals.rx_bytes += q.bytes;
+      totals.rx_dropped += q.dropped;
     }
-    totals.calls += view.calls;
-    if (view.broken) ++totals.broken_queues;
+    totals.calls += q.calls;
+    if (q.broken) ++totals.broken_queues;
   }
   return totals;
 }
 
-void drain_eventfd(int fd) {
-  eventfd_t ignored;
-  // Only called when poll() said readable, so this does not block even if the
-  // frontend made the eventfd blocking.
-  (void)::eventfd_read(fd, &ignored);
-}
-
 }  // namespace
 
-Port::Port(PortSpec spec, int stop_fd, std::chrono::milliseconds stats_interval)
+Port::Port(PortSpec spec, int stop_fd, PortEnvironment environment, std::chrono::milliseconds stats_interval)
     : spec_(std::move(spec)),
       stop_fd_(stop_fd),
+      environment_(environment),
       stats_interval_(stats_interval),
-      datapath_(spec_.queue_pairs * 2, spec_.backend) {}
+      memory_policy_(spec_.memory_policy) {}
 
-Port::~Port() = default;  // the Listener unlinks the socket
+// The datapath goes first (it detaches from the backend and stops its rings), then the
+// backend; the Listener unlinks the socket.
+Port::~Port() { datapath_.reset(); }
 
 bool Port::open(std::string& error) {
   // A path no socket can have fails the start in either mode (a client port would
@@ -88,6 +85,18 @@ bool Port::open(std::string& error) {
     error = fmt::format("{}: socket path '{}' is empty or longer than {} bytes", spec_.name, spec_.socket_path,
                         sizeof(sockaddr_un::sun_path) - 1);
     return false;
+  }
+  if (!datapath_) {
+    backend_ = make_backend(spec_, environment_.switch_hub, error);
+    if (!backend_) return false;
+    datapath::DatapathOptions options;
+    options.name = spec_.name;
+    options.queue_pairs = spec_.queue_pairs;
+    options.burst = spec_.burst;
+    options.weight_packets = spec_.weight_packets;
+    options.poll = spec_.poll;
+    datapath_ = std::make_unique<datapath::DeviceDatapath>(
+        options, *backend_, environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs));
   }
   if (spec_.client) return true;
   vhost_user::Listener::Options options;
@@ -102,11 +111,16 @@ bool Port::open(std::string& error) {
   return true;
 }
 
+std::vector<datapath::QueueSnapshot> Port::snapshot() const {
+  return datapath_ ? datapath_->snapshot() : std::vector<datapath::QueueSnapshot>{};
+}
+
 PortTotals Port::totals() const {
-  PortTotals totals = sum(datapath_);
-  totals.connections = connections_;
-  totals.rejected = rejected_;
-  totals.protocol_errors = protocol_errors_;
+  PortTotals totals = sum(snapshot());
+  // relaxed: reporting.
+  totals.connections = connections_.load(std::memory_order_relaxed);
+  totals.rejected = rejected_.load(std::memory_order_relaxed);
+  totals.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
   return totals;
 }
 
@@ -197,76 +211,59 @@ void Port::reject_extra_frontend() {
   std::string error;
   auto extra = listener_->accept(std::chrono::milliseconds{0}, error);
   if (!extra) return;
-  ++rejected_;
+  rejected_.fetch_add(1, std::memory_order_relaxed);
   spdlog::warn("{}: a second frontend connected while one is served: closed it", spec_.name);
 }  // `extra` closes here
 
 void Port::serve(Connection connection) {
-  ++connections_;
-  const PortTotals before = sum(datapath_);
-  spdlog::info("{}: frontend connected (connection {})", spec_.name, connections_);
+  const uint64_t number = connections_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const PortTotals before = totals();
+  spdlog::info("{}: frontend connected (connection {})", spec_.name, number);
   auto device = std::make_unique<BackendDevice>(
-      std::move(connection), datapath_,
-      vhost_user::DeviceOptions{spec_.name, spec_.queue_pairs, spec_.memory_policy});
+      std::move(connection), *datapath_,
+      vhost_user::DeviceOptions{spec_.name, spec_.queue_pairs, memory_policy()});
+  connected_.store(true, std::memory_order_relaxed);
 
+  // This thread only speaks the protocol; packets move on the workers.
   std::vector<pollfd> entries;
-  std::vector<int> kicks;
-  bool polling = false;  // the rings had work on the last pass: do not sleep, kicks off
   for (;;) {
     entries.clear();
     entries.push_back({stop_fd_, POLLIN, 0});
     entries.push_back({device->connection().fd(), POLLIN, 0});
-    const size_t listener_slot = entries.size();
     if (listener_) entries.push_back({listener_->fd(), POLLIN, 0});
-    const size_t first_kick = entries.size();
-    kicks.clear();
-    datapath_.kick_fds(kicks);
-    for (int fd : kicks) entries.push_back({fd, POLLIN, 0});
-
-    const int tick = stats_tick();
-    const int timeout = polling ? 0 : tick;
-    const int ready = ::poll(entries.data(), entries.size(), timeout);
+    const int ready = ::poll(entries.data(), entries.size(), stats_tick());
     if (ready < 0 && errno != EINTR) {
       spdlog::error("{}: poll: {}", spec_.name, std::strerror(errno));
       break;
     }
-    if (ready > 0) {
-      if (entries[0].revents != 0) break;  // the daemon stops: the device's destructor stops the rings
-      if (listener_ && entries[listener_slot].revents != 0) reject_extra_frontend();
-      for (size_t i = first_kick; i < entries.size(); ++i) {
-        if ((entries[i].revents & POLLIN) != 0) drain_eventfd(entries[i].fd);
-      }
-      if (entries[1].revents != 0 && device->handle_one() == BackendDevice::Progress::kClosed) break;
-    }
-    // Work found: keep going without sleeping, and tell the guest not to kick. No work
-    // on a polling pass: turn kicks back on; enable_kicks() re-checks the rings, and
-    // work that slipped in before the guest could see kicks enabled keeps us polling.
-    if (datapath_.poll() > 0) {
-      if (!polling) datapath_.disable_kicks();
-      polling = true;
-    } else if (polling) {
-      polling = datapath_.enable_kicks();
-    }
+    if (ready <= 0) continue;
+    if (entries[0].revents != 0) break;  // the daemon stops: the device's destructor stops the rings
+    if (listener_ && entries[2].revents != 0) reject_extra_frontend();
+    if (entries[1].revents != 0 && device->handle_one() == BackendDevice::Progress::kClosed) break;
   }
 
   const bool stopping = device->is_open();
   const std::string reason = stopping ? "the daemon stops" : device->close_reason();
-  if (!stopping && !device->closed_by_frontend()) ++protocol_errors_;
+  if (!stopping && !device->closed_by_frontend()) protocol_errors_.fetch_add(1, std::memory_order_relaxed);
   // Destroy the device before reporting: it stops the rings (after their last burst
   // was completed and published) and closes every fd the frontend sent.
   device.reset();
-  const PortTotals after = sum(datapath_);
-  spdlog::info("{}: connection {} ended ({}): tx_packets={} tx_bytes={} rx_packets={} rx_bytes={} rx_dropped={}",
-               spec_.name, connections_, reason, after.tx_packets - before.tx_packets,
-               after.tx_bytes - before.tx_bytes, after.rx_packets - before.rx_packets,
-               after.rx_bytes - before.rx_bytes, after.rx_dropped - before.rx_dropped);
+  connected_.store(false, std::memory_order_relaxed);
+  const PortTotals after = totals();
+  spdlog::info(
+      "{}: connection {} ended ({}): tx_packets={} tx_bytes={} tx_dropped={} rx_packets={} rx_bytes={} rx_dropped={}",
+      spec_.name, number, reason, after.tx_packets - before.tx_packets, after.tx_bytes - before.tx_bytes,
+      after.tx_dropped - before.tx_dropped, after.rx_packets - before.rx_packets, after.rx_bytes - before.rx_bytes,
+      after.rx_dropped - before.rx_dropped);
 }
 
 void Port::log_stats(const char* when) const {
   const PortTotals t = totals();
-  spdlog::info("{}: {}: connections={} tx_packets={} tx_bytes={} rx_packets={} rx_bytes={} rx_dropped={} calls={}",
-               spec_.name, when, t.connections, t.tx_packets, t.tx_bytes, t.rx_packets, t.rx_bytes, t.rx_dropped,
-               t.calls);
+  spdlog::info(
+      "{}: {}: connections={} tx_packets={} tx_bytes={} tx_dropped={} rx_packets={} rx_bytes={} rx_dropped={} "
+      "calls={}",
+      spec_.name, when, t.connections, t.tx_packets, t.tx_bytes, t.tx_dropped, t.rx_packets, t.rx_bytes,
+      t.rx_dropped, t.calls);
 }
 
 }  // namespace uvhost::serve

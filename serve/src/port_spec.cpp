@@ -22,15 +22,58 @@ bool parse_number(std::string_view text, T& out, int base = 10) {
   return ec == std::errc() && ptr == end && !text.empty();
 }
 
+constexpr BackendKind kBackendKinds[] = {BackendKind::kSink, BackendKind::kSource, BackendKind::kLoopback,
+                                         BackendKind::kTap, BackendKind::kSwitch};
+
 bool set_backend(std::string_view value, PortSpec& spec, std::string& error) {
-  if (value == "sink") {
-    spec.backend = vhost_user::InlineBackend::kSink;
-  } else if (value == "loopback") {
-    spec.backend = vhost_user::InlineBackend::kLoopback;
-  } else {
-    error = fmt::format("backend '{}' unknown (sink or loopback)", value);
+  for (BackendKind kind : kBackendKinds) {
+    if (value == to_string(kind)) {
+      spec.backend = kind;
+      return true;
+    }
+  }
+  error = fmt::format("backend '{}' unknown (sink, source, loopback, tap, switch)", value);
+  return false;
+}
+
+template <typename T>
+bool set_bounded(std::string_view key, std::string_view value, T low, T high, T& out, std::string& error) {
+  T number{};
+  if (!parse_number(value, number) || number < low || number > high) {
+    error = fmt::format("{} '{}' is not a number in {}..{}", key, value, low, high);
     return false;
   }
+  out = number;
+  return true;
+}
+
+bool set_workers(std::string_view value, PortSpec& spec, std::string& error) {
+  auto mapping = datapath::parse_worker_mapping(value);
+  if (!mapping) {
+    error = fmt::format("workers '{}' unknown (device, pair, pool)", value);
+    return false;
+  }
+  spec.workers = *mapping;
+  return true;
+}
+
+bool set_poll(std::string_view value, PortSpec& spec, std::string& error) {
+  auto mode = datapath::parse_poll_mode(value);
+  if (!mode) {
+    error = fmt::format("poll '{}' unknown (notify, busy, always, adaptive)", value);
+    return false;
+  }
+  spec.poll.mode = *mode;
+  return true;
+}
+
+bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
+  auto policy = datapath::parse_exit_policy(value);
+  if (!policy) {
+    error = fmt::format("exit '{}' unknown (accurate, any)", value);
+    return false;
+  }
+  spec.poll.exit = *policy;
   return true;
 }
 
@@ -104,13 +147,37 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
     spec.name = std::string(*value);
     return true;
   }
-  error = fmt::format("unknown key '{}' (sock, client, queues, backend, mode, name, memory)", key);
+  if (key == "tap") {
+    if (!need_value()) return false;
+    spec.tap_name = std::string(*value);
+    return true;
+  }
+  if (key == "rate") return need_value() && set_bounded<uint64_t>(key, *value, 0, 1'000'000'000'000, spec.source_rate_pps, error);
+  if (key == "size") return need_value() && set_bounded<uint32_t>(key, *value, 60, 65535, spec.source_frame_size, error);
+  if (key == "workers") return need_value() && set_workers(*value, spec, error);
+  if (key == "poll") return need_value() && set_poll(*value, spec, error);
+  if (key == "busy_us") return need_value() && set_bounded<uint32_t>(key, *value, 0, 1'000'000, spec.poll.busy_us, error);
+  if (key == "exit") return need_value() && set_exit(*value, spec, error);
+  if (key == "burst") return need_value() && set_bounded<uint32_t>(key, *value, 1, 1024, spec.burst, error);
+  if (key == "weight") return need_value() && set_bounded<uint32_t>(key, *value, 1, 65536, spec.weight_packets, error);
+  error = fmt::format(
+      "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, rate, size, workers, poll, "
+      "busy_us, exit, burst, weight)",
+      key);
   return false;
 }
 
-bool check_complete(const PortSpec& spec, std::string& error) {
+bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<>>& seen, std::string& error) {
   if (spec.socket_path.empty()) {
     error = "no socket path (sock=PATH)";
+    return false;
+  }
+  if (seen.contains("tap") && spec.backend != BackendKind::kTap) {
+    error = "tap= is for backend=tap";
+    return false;
+  }
+  if ((seen.contains("rate") || seen.contains("size")) && spec.backend != BackendKind::kSource) {
+    error = "rate= and size= are for backend=source";
     return false;
   }
   return true;
@@ -144,7 +211,7 @@ std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& erro
       return std::nullopt;
     }
   }
-  if (!check_complete(spec, error)) {
+  if (!check_complete(spec, seen, error)) {
     error = fmt::format("port '{}': {}", text, error);
     return std::nullopt;
   }
@@ -198,7 +265,7 @@ std::optional<std::vector<PortSpec>> parse_config(const nlohmann::json& config, 
         return std::nullopt;
       }
     }
-    if (!check_complete(spec, error)) {
+    if (!check_complete(spec, seen, error)) {
       error = fmt::format("{}: {}", where, error);
       return std::nullopt;
     }
@@ -241,11 +308,23 @@ bool finish_ports(std::vector<PortSpec>& ports, std::string& error) {
   return true;
 }
 
+std::string_view to_string(BackendKind kind) noexcept {
+  switch (kind) {
+    case BackendKind::kSink: return "sink";
+    case BackendKind::kSource: return "source";
+    case BackendKind::kLoopback: return "loopback";
+    case BackendKind::kTap: return "tap";
+    case BackendKind::kSwitch: return "switch";
+  }
+  return "?";
+}
+
 std::string describe(const PortSpec& spec) {
-  return fmt::format("{} ({} {}, {} queue pair{}, {}, memory guard {})", spec.name,
-                     spec.client ? "client of" : "listening on", spec.socket_path, spec.queue_pairs,
-                     spec.queue_pairs == 1 ? "" : "s", vhost_user::to_string(spec.backend),
-                     sync::to_string(spec.memory_policy));
+  return fmt::format("{} ({} {}, {} queue pair{}, {}, memory guard {}, workers {}, poll {}, burst {}, weight {})",
+                     spec.name, spec.client ? "client of" : "listening on", spec.socket_path, spec.queue_pairs,
+                     spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend), sync::to_string(spec.memory_policy),
+                     datapath::to_string(spec.workers), datapath::describe(spec.poll), spec.burst,
+                     spec.weight_packets);
 }
 
 }  // namespace uvhost::serve

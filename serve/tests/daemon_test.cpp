@@ -9,6 +9,8 @@
 // two shared cores); nothing is checked by sleeping a fixed time.
 #include "uvhost/serve/daemon.h"
 
+#include "serve_test_support.h"
+
 #include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -41,153 +43,7 @@
 namespace uvhost::serve {
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-using vhost_user::Connection;
-using vhost_user::Frontend;
-using vhost_user::FrontendOptions;
-using vhost_user::InlineBackend;
-using vhost_user::ReceiveStatus;
-using vhost_user::Request;
-using vhost_user::RxPacket;
-
-// How long a step that should take milliseconds may take before the test gives up.
-constexpr auto kPatience = 10s;
-
-// ------------------------------------------------------------------ environment
-
-using uvhost::testing::count_open_fds;
-
-// A fresh directory for the sockets, removed with whatever is left in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/uvhost-serve-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    EXPECT_NE(made, nullptr) << std::strerror(errno);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    if (DIR* dir = ::opendir(path_.c_str())) {
-      while (dirent* entry = ::readdir(dir)) {
-        if (entry->d_name[0] != '.') (void)::unlink((path_ + "/" + entry->d_name).c_str());
-      }
-      ::closedir(dir);
-    }
-    (void)::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-bool exists(const std::string& path) {
-  struct stat info {};
-  return ::lstat(path.c_str(), &info) == 0;
-}
-
-// The permission bits of a socket file (or -1).
-int socket_mode(const std::string& path) {
-  struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode)) return -1;
-  return static_cast<int>(info.st_mode & 07777);
-}
-
-PortSpec port(const std::string& name, const std::string& path, InlineBackend backend = InlineBackend::kSink,
-              uint32_t queue_pairs = 1) {
-  PortSpec spec;
-  spec.name = name;
-  spec.socket_path = path;
-  spec.backend = backend;
-  spec.queue_pairs = queue_pairs;
-  return spec;
-}
-
-PortSpec client_port(const std::string& name, const std::string& path, InlineBackend backend = InlineBackend::kSink) {
-  PortSpec spec = port(name, path, backend);
-  spec.client = true;
-  return spec;
-}
-
-// Stops the daemon and returns what each port carried.
-std::vector<PortReport> stop_and_report(Daemon& daemon) {
-  daemon.request_stop();
-  daemon.wait();
-  return daemon.reports();
-}
-
-std::unique_ptr<Frontend> connect(const std::string& path, std::string& error, FrontendOptions options = {}) {
-  error.clear();
-  return vhost_user::connect_frontend(path, options, kPatience, error);
-}
-
-// ------------------------------------------------------------------ frames
-
-constexpr std::array<size_t, 8> kSizes{60, 64, 128, 333, 777, 1000, 1500, 1514};
-using uvhost::testing::make_frame;
-using uvhost::testing::reflected;
-
-std::vector<std::vector<std::byte>> make_frames(size_t count, uint32_t first_seq) {
-  std::vector<std::vector<std::byte>> frames;
-  for (size_t i = 0; i < count; ++i) {
-    const auto seq = first_seq + static_cast<uint32_t>(i);
-    frames.push_back(make_frame(kSizes[seq % kSizes.size()], seq));
-  }
-  return frames;
-}
-
-
-uint64_t total_bytes(const std::vector<std::vector<std::byte>>& frames) {
-  uint64_t total = 0;
-  for (const auto& frame : frames) total += frame.size();
-  return total;
-}
-
-// Sends every frame on `pair`, waiting for room when the TX ring is full.
-bool send_all(Frontend& frontend, const std::vector<std::vector<std::byte>>& frames, uint32_t pair = 0) {
-  for (const auto& frame : frames) {
-    const auto deadline = Clock::now() + kPatience;
-    while (!frontend.send(frame, pair)) {
-      if (frontend.broken() || Clock::now() >= deadline) return false;
-      (void)frontend.wait_tx_space(100ms, pair, frame.size());
-    }
-  }
-  return true;
-}
-
-// Reaps TX completions until nothing is in flight on `pair` (the backend took it all).
-bool wait_tx_done(Frontend& frontend, uint32_t pair = 0) {
-  const auto deadline = Clock::now() + kPatience;
-  for (;;) {
-    (void)frontend.reap_tx(pair);
-    if (frontend.tx_in_flight(pair) == 0) return true;
-    if (frontend.broken() || Clock::now() >= deadline) return false;
-    (void)frontend.wait_tx_space(10ms, pair);
-  }
-}
-
-// Receives on `pair` until `count` frames arrived or `timeout` passed.
-std::vector<std::vector<std::byte>> receive(Frontend& frontend, size_t count, std::chrono::milliseconds timeout,
-                                            uint32_t pair = 0) {
-  std::vector<std::vector<std::byte>> out;
-  const auto deadline = Clock::now() + timeout;
-  while (out.size() < count && !frontend.broken()) {
-    frontend.poll_rx(
-        [&](const RxPacket& packet) {
-          EXPECT_EQ(packet.queue_pair, pair);
-          out.emplace_back(packet.frame.begin(), packet.frame.end());
-        },
-        SIZE_MAX, pair);
-    if (out.size() >= count || Clock::now() >= deadline) break;
-    (void)frontend.wait_rx(10ms, pair);
-  }
-  return out;
-}
+using namespace uvhost::serve::testing;
 
 // Sends `frames` on `pair` of a loopback port and checks each comes back, in order,
 // MACs swapped, on the same pair. In batches well under the ring size: the loopback
@@ -293,7 +149,7 @@ TEST(DaemonTest, LoopbackReflectsOnEachQueuePair) {
   const std::string path = dir.file("loop.sock");
   DaemonOptions options;
   options.stats_interval = 20ms;  // the periodic log line runs too
-  Daemon daemon({port("loop", path, InlineBackend::kLoopback, 2)}, options);
+  Daemon daemon({port("loop", path, BackendKind::kLoopback, 2)}, options);
   std::string error;
   ASSERT_TRUE(daemon.start(error)) << error;
 
@@ -330,7 +186,7 @@ TEST(DaemonTest, ClientPortFindsItsFrontendAndFindsItAgain) {
   TempDir dir;
   const std::string path = dir.file("frontend.sock");
   // The daemon starts first: nobody listens yet, the port keeps trying.
-  Daemon daemon({client_port("client", path, InlineBackend::kLoopback)});
+  Daemon daemon({client_port("client", path, BackendKind::kLoopback)});
   std::string error;
   ASSERT_TRUE(daemon.start(error)) << error;
   EXPECT_FALSE(exists(path));  // a client port binds nothing
@@ -382,7 +238,7 @@ TEST(DaemonTest, AHostilePeerOnOnePortLeavesTheOthersAlone) {
   TempDir dir;
   const std::string path_a = dir.file("a.sock");
   const std::string path_b = dir.file("b.sock");
-  Daemon daemon({port("a", path_a), port("b", path_b, InlineBackend::kLoopback)});
+  Daemon daemon({port("a", path_a), port("b", path_b, BackendKind::kLoopback)});
   std::string error;
   ASSERT_TRUE(daemon.start(error)) << error;
 
@@ -496,7 +352,7 @@ TEST(DaemonTest, ASecondFrontendOnABusyPortIsTurnedAway) {
 TEST(DaemonTest, StopWithAFrontendAttachedClosesItsConnection) {
   TempDir dir;
   const std::string path = dir.file("stop.sock");
-  Daemon daemon({port("stop", path, InlineBackend::kLoopback)});
+  Daemon daemon({port("stop", path, BackendKind::kLoopback)});
   std::string error;
   ASSERT_TRUE(daemon.start(error)) << error;
 
@@ -660,8 +516,8 @@ TEST(DaemonTest, NoDescriptorOutlivesTheDaemon) {
   const int before = count_open_fds();
   ASSERT_GT(before, 0);
   {
-    Daemon daemon({port("server", server, InlineBackend::kLoopback, 2),
-                   client_port("client", client, InlineBackend::kLoopback)});
+    Daemon daemon({port("server", server, BackendKind::kLoopback, 2),
+                   client_port("client", client, BackendKind::kLoopback)});
     std::string error;
     ASSERT_TRUE(daemon.start(error)) << error;
 

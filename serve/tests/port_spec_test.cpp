@@ -18,7 +18,7 @@
 namespace uvhost::serve {
 namespace {
 
-using vhost_user::InlineBackend;
+
 
 // ------------------------------------------------------------------ command line
 
@@ -43,7 +43,7 @@ TEST(PortSpecTest, OnlyTheSocketGivesTheDefaults) {
   EXPECT_EQ(spec->name, "");  // finish_ports names it
   EXPECT_FALSE(spec->client);
   EXPECT_EQ(spec->queue_pairs, 1u);
-  EXPECT_EQ(spec->backend, InlineBackend::kSink);
+  EXPECT_EQ(spec->backend, BackendKind::kSink);
   EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0600));
   EXPECT_EQ(spec->memory_policy, sync::GuardPolicy::kRcu);
 }
@@ -57,7 +57,7 @@ TEST(PortSpecTest, EveryKeyInAnyOrder) {
   EXPECT_EQ(spec->socket_path, "/run/x/vhost.sock");
   EXPECT_TRUE(spec->client);
   EXPECT_EQ(spec->queue_pairs, 4u);
-  EXPECT_EQ(spec->backend, InlineBackend::kLoopback);
+  EXPECT_EQ(spec->backend, BackendKind::kLoopback);
   EXPECT_EQ(spec->socket_mode, static_cast<mode_t>(0660));
   EXPECT_EQ(spec->memory_policy, sync::GuardPolicy::kRwSem);
 }
@@ -210,7 +210,7 @@ TEST(PortConfigTest, ValidConfigWithEveryKey) {
   EXPECT_EQ(a.name, "");
   EXPECT_FALSE(a.client);
   EXPECT_EQ(a.queue_pairs, 1u);
-  EXPECT_EQ(a.backend, InlineBackend::kSink);
+  EXPECT_EQ(a.backend, BackendKind::kSink);
   EXPECT_EQ(a.socket_mode, static_cast<mode_t>(0600));
   EXPECT_EQ(a.memory_policy, sync::GuardPolicy::kRcu);
 
@@ -219,7 +219,7 @@ TEST(PortConfigTest, ValidConfigWithEveryKey) {
   EXPECT_EQ(b.name, "b");
   EXPECT_TRUE(b.client);
   EXPECT_EQ(b.queue_pairs, 2u);
-  EXPECT_EQ(b.backend, InlineBackend::kLoopback);
+  EXPECT_EQ(b.backend, BackendKind::kLoopback);
   EXPECT_EQ(b.socket_mode, static_cast<mode_t>(0660));
   EXPECT_EQ(b.memory_policy, sync::GuardPolicy::kMutex);
 
@@ -414,7 +414,7 @@ TEST(DescribeTest, ServerAndClientPorts) {
   PortSpec client = port("/run/b.sock", "p1");
   client.client = true;
   client.queue_pairs = 2;
-  client.backend = InlineBackend::kLoopback;
+  client.backend = BackendKind::kLoopback;
   client.memory_policy = sync::GuardPolicy::kRwSem;
   EXPECT_EQ(describe(client), "p1 (client of /run/b.sock, 2 queue pairs, loopback, memory guard rwsem)");
 }

@@ -41,17 +41,24 @@ WorkItem::~WorkItem() {
                       "WorkItem destroyed while queued (flush() the WorkQueue first)");
 }
 
-WorkQueue::WorkQueue(EnqueueStrategy strategy)
-    : strategy_(strategy), worker_([this] { worker_main(); }) {}
+WorkQueue::WorkQueue(EnqueueStrategy strategy) : WorkQueue(strategy, nullptr) {}
+
+WorkQueue::WorkQueue(EnqueueStrategy strategy, IdleWaiter* waiter)
+    : strategy_(strategy), idle_waiter_(waiter), worker_([this] { worker_main(); }) {}
 
 WorkQueue::~WorkQueue() {
   UVHOST_MISUSE_CHECK(!on_worker_thread(), "WorkQueue destroyed from its own worker thread");
   stop();
 }
 
-bool WorkQueue::on_worker_thread() const noexcept {
-  return std::this_thread::get_id() == worker_.get_id();
-}
+namespace {
+// The WorkQueue whose worker is the calling thread. Set by the worker itself, so the
+// check never reads worker_ (which the constructor may still be writing when the new
+// thread first asks, e.g. from an IdleWaiter).
+thread_local const WorkQueue* current_worker_queue = nullptr;
+}  // namespace
+
+bool WorkQueue::on_worker_thread() const noexcept { return current_worker_queue == this; }
 
 // ---- Producers -------------------------------------------------------------
 
@@ -137,8 +144,14 @@ void WorkQueue::wake_if_parked() noexcept {
   // over by the list (lock or acquire exchange), not by this word.
   if (state_.compare_exchange_strong(expected, kRunning, std::memory_order_relaxed)) {
     // relaxed: a statistics counter, read only for reporting.
-    wakeups_.fetch_add(1, std::memory_order_relaxed);
-    futex_wake_one(state_);
+    if (idle_waiter_ == nullptr) {
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      futex_wake_one(state_);
+    } else if (!on_worker_thread()) {
+      // (On the worker thread we are inside wait_idle(): the CAS alone ends the park.)
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      idle_waiter_->wake();
+    }
   }
 }
 
@@ -205,6 +218,7 @@ void WorkQueue::run_chain(WorkItem* first) {
 
 void WorkQueue::worker_main() {
   pthread_setname_np(pthread_self(), "uvhost-worker");
+  current_worker_queue = this;
   for (;;) {
     if (drain_once()) continue;
     // acquire: items queued before stop() are then visible to has_pending().
@@ -222,7 +236,13 @@ void WorkQueue::worker_main() {
     parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // acquire: not needed for data (the lists carry it); it keeps the re-check of
     // the word cheap and ordered before the next drain.
-    while (state_.load(std::memory_order_acquire) == kParked) futex_wait(state_, kParked);
+    while (state_.load(std::memory_order_acquire) == kParked) {
+      if (idle_waiter_ != nullptr) {
+        idle_waiter_->wait_idle();
+      } else {
+        futex_wait(state_, kParked);
+      }
+    }
   }
   timespec now{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);

@@ -88,4 +88,19 @@ void log_used_element(DirtyLog& log, uint64_t log_guest_addr, uint32_t slot) noe
   log_used_write(log, log_guest_addr, kUsedIdxOffset, sizeof(uint16_t));
 }
 
+void log_used_elements(DirtyLog& log, uint64_t log_guest_addr, uint16_t end, uint16_t count,
+                       uint32_t ring_size) noexcept {
+  for (uint16_t i = 0; i < count; ++i) {
+    const uint32_t position = uint32_t{end} + 0x10000u - count + i;  // no unsigned wrap below 0
+    log_used_element(log, log_guest_addr, position & (ring_size - 1));
+  }
+}
+
+void log_host_writes(DirtyLog& log, const virtio::GuestMemoryMap& map,
+                     std::span<const virtio::IoPiece> pieces) noexcept {
+  for (const virtio::IoPiece& piece : pieces) {
+    if (auto guest = map.host_to_guest(piece.data)) log.mark(*guest, piece.len);
+  }
+}
+
 }  // namespace uvhost::vhost_user

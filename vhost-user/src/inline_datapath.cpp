@@ -198,17 +198,10 @@ bool InlineDatapath::reflect(Queue& rx, const virtio::GuestMemoryMap& map, std::
   ++rx.packets;
   rx.bytes += frame.size();
   if (logging()) {
-    for (const virtio::IoPiece& piece : rx_writer_.written()) {
-      if (auto guest = map.host_to_guest(piece.data)) log_->mark(*guest, piece.len);
-    }
+    log_host_writes(*log_, map, rx_writer_.written());
     // The used elements deliver() added: `buffers` slots ending at used_index().
     if (rx.log_used) {
-      const uint16_t end = rx.ring->used_index();
-      for (uint16_t i = 0; i < result.buffers; ++i) {
-        const uint32_t position = uint32_t{end} + 0x10000u - result.buffers + i;  // no unsigned wrap below 0
-        const uint32_t slot = position & (rx.ring->config().size - 1);
-        log_used_element(*log_, rx.log_guest_addr, slot);
-      }
+      log_used_elements(*log_, rx.log_guest_addr, rx.ring->used_index(), result.buffers, rx.ring->config().size);
     }
   }
   return true;

@@ -220,4 +220,20 @@ bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
   return avail_idx != last_avail_;
 }
 
+bool DeviceQueue::enable_guest_kicks_for_more(const GuestMemoryMap& memory) {
+  if (!usable(memory)) return false;
+  // relaxed: a snapshot to compare against; the fence below orders the re-read.
+  const uint16_t seen = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
+  if (config_.event_idx) {
+    // "Kick me when you publish the entry after the ones I have seen."
+    ring_store<uint16_t>(used_ + avail_event_offset(config_.size), seen, std::memory_order_relaxed);
+  } else {
+    ring_store<uint16_t>(used_ + kRingFlagsOffset, uint16_t{0}, std::memory_order_relaxed);
+  }
+  // Full fence: the same store-load pairing as enable_guest_kicks().
+  detail::full_barrier();
+  // relaxed: only compared here; pop() reloads avail->idx with acquire before use.
+  return ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed) != seen;
+}
+
 }  // namespace uvhost::virtio

@@ -14,6 +14,11 @@
 //  - Signals are the caller's business (the CLI blocks SIGINT/SIGTERM in every thread
 //    and waits for them with sigwait, then calls request_stop()).
 //  - reports() after wait(): one entry per port, in the order given.
+//  - The daemon owns what ports share: the worker pool (datapath/worker_pool.h; the
+//    `pool` mapping's workers, and every port's own workers), the L2 switch when a port
+//    has backend=switch or a switch tap was asked for, and the control socket.
+//  - control(request) answers one control request (the protocol is in
+//    control_server.h); any thread, once start() succeeded.
 #pragma once
 
 #include <chrono>
@@ -24,6 +29,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/backends/switch_backend.h"
+#include "uvhost/datapath/worker_pool.h"
 #include "uvhost/serve/port.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/vhost_user/unique_fd.h"
@@ -32,7 +39,13 @@ namespace uvhost::serve {
 
 struct DaemonOptions {
   std::chrono::milliseconds stats_interval{0};  // 0: no periodic counters in the log
+  uint32_t pool_workers = 2;                    // workers of the shared pool (workers=pool)
+  sync::EnqueueStrategy enqueue = sync::EnqueueStrategy::kLockless;  // every worker's, at start
+  std::string switch_tap;                       // non-empty: a tap of this name joins the switch
+  std::string control_path;                     // non-empty: the control socket
 };
+
+class ControlServer;
 
 struct PortReport {
   PortSpec spec;
@@ -51,13 +64,25 @@ class Daemon {
   void wait();
 
   std::vector<PortReport> reports() const;
+  nlohmann::json control(const nlohmann::json& request);
 
  private:
+  nlohmann::json control_list() const;
+  nlohmann::json control_stats() const;
+  nlohmann::json control_set(const nlohmann::json& request);
+  Port* find_port(const std::string& name) const;
+
   std::vector<PortSpec> specs_;
   DaemonOptions options_;
+  std::chrono::steady_clock::time_point started_at_;
+  // Shared by the ports: made before them, destroyed after them (members are
+  // destroyed in reverse order).
+  std::unique_ptr<datapath::WorkerPool> workers_;
+  std::unique_ptr<backends::SwitchHub> switch_hub_;
   vhost_user::UniqueFd stop_fd_;
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<std::thread> threads_;
+  std::unique_ptr<ControlServer> control_server_;  // first to go: it calls control()
 };
 
 nlohmann::json to_json(const std::vector<PortReport>& reports);

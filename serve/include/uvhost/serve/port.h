@@ -3,8 +3,10 @@
 //
 // Design
 // ------
-//  A port owns an InlineDatapath (sink or loopback) that outlives connections, so its
-//  counters add up over every frontend it served. Each connection gets a fresh
+//  A port owns its backend (backends/port_backend.h: sink, source, loopback, tap, or
+//  a member of the daemon's switch) and a DeviceDatapath (datapath/device_datapath.h)
+//  whose handlers run on the workers the port's mapping gave it; both outlive
+//  connections, so counters add up over every frontend served. Each connection gets a fresh
 //  BackendDevice; when the frontend goes away (closes, dies, or breaks the protocol)
 //  the device is destroyed, which stops its rings and closes every fd it received, and
 //  the port waits for the next frontend:
@@ -18,12 +20,10 @@
 //     must not make us spin).
 //   The stale-socket probe of open() is a real connect(): a live daemon on that path
 //   sees a frontend come and go (and refuses to give the path up).
-//  The serving loop (one poll() over the stop fd, the socket, the listener and the
-//  transmit rings' kick eventfds) alternates control messages and datapath work: a
-//  message is handled as soon as it arrives, between bounded bursts of packets. While
-//  the rings have work it polls without sleeping and with guest kicks disabled; when a
-//  pass finds nothing it re-enables kicks, re-checks the rings (InlineDatapath::
-//  enable_kicks, the lost-wakeup race), and only then sleeps.
+//  The port's thread is the device's control thread: one poll() over the stop fd, the
+//  socket and the listener; each vhost-user message is handled as it arrives, and
+//  what it changes reaches the workers through the DatapathHooks (applied on each
+//  worker between two handler runs). Packets never pass through this thread.
 //
 // Contract
 // --------
@@ -32,8 +32,11 @@
 //    (rings stopped after their last burst was completed and published: the guest's
 //    rings are consistent), every fd of the connection is closed and, in server mode,
 //    the socket is removed when the Port is destroyed.
-//  - totals() may be read after run() returned. While it runs, the port logs a line
+//  - totals(), snapshot(), set_poll(), set_memory_policy() may be called from any
+//    thread at any time (the control socket does). While it runs, the port logs a line
 //    per connection and, with a stats interval, its counters periodically.
+//  - set_memory_policy() applies from the next connection on (the guard of guest
+//    memory is chosen when the device is created).
 //  - Nothing a frontend does affects other ports: each port has its own thread, device
 //    and memory; a protocol violation ends that connection only.
 #pragma once
@@ -44,9 +47,15 @@
 #include <optional>
 #include <string>
 
+#include <atomic>
+#include <vector>
+
+#include "uvhost/backends/port_backend.h"
+#include "uvhost/backends/switch_backend.h"
+#include "uvhost/datapath/device_datapath.h"
+#include "uvhost/datapath/worker_pool.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/vhost_user/connection.h"
-#include "uvhost/vhost_user/inline_datapath.h"
 
 namespace uvhost::serve {
 
@@ -57,21 +66,30 @@ struct PortTotals {
   uint64_t protocol_errors = 0;    // connections we ended: a refused message, a broken stream, a failed reply
   uint64_t tx_packets = 0;         // guest -> backend (all transmit vrings)
   uint64_t tx_bytes = 0;
-  uint64_t rx_packets = 0;         // backend -> guest (loopback)
+  uint64_t tx_dropped = 0;         // frames the backend refused (or unusable chains)
+  uint64_t rx_packets = 0;         // backend -> guest
   uint64_t rx_bytes = 0;
-  uint64_t rx_dropped = 0;         // reflected frames the guest had no room for
+  uint64_t rx_dropped = 0;         // frames for the guest that could not be delivered
   uint64_t calls = 0;              // guest notifications sent
   uint64_t broken_queues = 0;      // rings stopped by a guest's spec violation (at last look)
 };
 
+// What the daemon lends its ports.
+struct PortEnvironment {
+  datapath::WorkerPool* workers = nullptr;  // required
+  backends::SwitchHub* switch_hub = nullptr;  // required for backend=switch
+};
+
 class Port {
  public:
-  Port(PortSpec spec, int stop_fd, std::chrono::milliseconds stats_interval = std::chrono::milliseconds{0});
+  Port(PortSpec spec, int stop_fd, PortEnvironment environment,
+       std::chrono::milliseconds stats_interval = std::chrono::milliseconds{0});
   ~Port();
   Port(const Port&) = delete;
   Port& operator=(const Port&) = delete;
 
-  // Server mode: binds and listens now. A socket file left behind by a dead process
+  // Makes the backend (a tap that cannot be opened fails here) and the datapath, then,
+  // in server mode, binds and listens. A socket file left behind by a dead process
   // (nobody accepts on it) is replaced; a live one is not. Client mode: only checks that
   // the path can be a socket's (empty or too long fails here, not at every retry).
   bool open(std::string& error);
@@ -81,6 +99,12 @@ class Port {
 
   const PortSpec& spec() const noexcept { return spec_; }
   PortTotals totals() const;
+  bool connected() const noexcept { return connected_.load(std::memory_order_relaxed); }
+  std::vector<datapath::QueueSnapshot> snapshot() const;
+  const backends::PortBackend* backend() const noexcept { return backend_.get(); }
+  datapath::DeviceDatapath* datapath() noexcept { return datapath_.get(); }
+  sync::GuardPolicy memory_policy() const noexcept { return memory_policy_.load(std::memory_order_relaxed); }
+  void set_memory_policy(sync::GuardPolicy policy) noexcept { memory_policy_.store(policy, std::memory_order_relaxed); }
 
  private:
   std::optional<vhost_user::Connection> accept_frontend();
@@ -98,12 +122,17 @@ class Port {
 
   PortSpec spec_;
   int stop_fd_;
+  PortEnvironment environment_;
   std::chrono::milliseconds stats_interval_;
   std::optional<vhost_user::Listener> listener_;
-  vhost_user::InlineDatapath datapath_;
-  uint64_t connections_ = 0;
-  uint64_t rejected_ = 0;
-  uint64_t protocol_errors_ = 0;
+  std::unique_ptr<backends::PortBackend> backend_;
+  std::unique_ptr<datapath::DeviceDatapath> datapath_;  // after backend_: destroyed first
+  // Read by the control socket's thread: relaxed atomics (reporting only).
+  std::atomic<uint64_t> connections_{0};
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> protocol_errors_{0};
+  std::atomic<bool> connected_{false};
+  std::atomic<sync::GuardPolicy> memory_policy_;
   std::chrono::steady_clock::time_point next_stats_;
 };
 

@@ -9,7 +9,24 @@
 //      client[=0|1]    connect to a frontend that listens at PATH (reconnecting with
 //                      backoff when it goes away) instead of listening ourselves
 //      queues=N        queue pairs, 1..128 (default 1)
-//      backend=NAME    sink (count and drop, default) or loopback (reflect, MACs swapped)
+//      backend=NAME    where the packets go (default sink):
+//                        sink      count and drop
+//                        source    count and drop; and generate UDP frames for the
+//                                  guest (rate=PPS, 0 = as fast as it takes; size=BYTES)
+//                        loopback  reflect into the same pair's receive queue, MACs swapped
+//                        tap       a tap device (tap=NAME: created, or attached if it exists)
+//                        switch    the daemon's L2 learning switch, shared by every
+//                                  port with backend=switch (and the --switch-tap uplink)
+//      tap=NAME        backend=tap: the interface name (default: the kernel picks)
+//      rate=PPS        backend=source: frames per second for the port (default 0)
+//      size=BYTES      backend=source: frame size, 60..65535 (default 64)
+//      workers=MAP     queue-to-worker mapping: device (default; one worker for the
+//                      port), pair (one per queue pair), pool (the daemon's shared pool)
+//      poll=MODE       notify (default), busy, always, adaptive (datapath/poll_mode.h)
+//      busy_us=N       busy: the poll timeout; adaptive: its cap (default 50)
+//      exit=POLICY     accurate (default) or any: what ends a busy poll early (seed 003)
+//      burst=N         packets per burst, 1..1024 (default 64)
+//      weight=N        packets per handler turn before yielding, 1..65536 (default 256)
 //      mode=OCTAL      the listening socket's permissions (default 0600), server only
 //      name=NAME       the port's name in logs and reports (default port<i>)
 //      memory=POLICY   the memory-table guard: rcu (default), mutex, rwsem, pthread_rwlock
@@ -17,8 +34,10 @@
 //    `path=` is another name for `sock=` (giving both counts as a repeated key).
 //    Unknown keys, repeated keys, bad values: nullopt with `error` saying which.
 //  - parse_config() reads {"ports": [{"sock": ..., "client": bool, "queues": n,
-//    "backend": ..., "mode": "0660", "name": ..., "memory": ...}, ...]} with the same
-//    rules (unknown keys refused).
+//    "backend": ..., "mode": "0660", "name": ..., "memory": ..., "poll": ..., ...}, ...]}
+//    with the same keys and rules (unknown keys refused); numbers may be JSON numbers.
+//  - Keys that only make sense for one backend (tap=, rate=, size=) are refused for
+//    the others.
 //  - finish_ports() names unnamed ports and refuses duplicate names or socket paths.
 #pragma once
 
@@ -32,19 +51,32 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/datapath/poll_mode.h"
+#include "uvhost/datapath/worker_pool.h"
 #include "uvhost/sync/read_mostly.h"
-#include "uvhost/vhost_user/inline_datapath.h"
 
 namespace uvhost::serve {
+
+enum class BackendKind { kSink, kSource, kLoopback, kTap, kSwitch };
+std::string_view to_string(BackendKind kind) noexcept;
 
 struct PortSpec {
   std::string name;
   std::string socket_path;
   bool client = false;
   uint32_t queue_pairs = 1;
-  vhost_user::InlineBackend backend = vhost_user::InlineBackend::kSink;
+  BackendKind backend = BackendKind::kSink;
   mode_t socket_mode = 0600;
   sync::GuardPolicy memory_policy = sync::GuardPolicy::kRcu;
+  // Backend parameters.
+  std::string tap_name;           // tap
+  uint64_t source_rate_pps = 0;   // source
+  uint32_t source_frame_size = 64;
+  // Datapath.
+  datapath::WorkerMapping workers = datapath::WorkerMapping::kDevice;
+  datapath::PollSettings poll;
+  uint32_t burst = 64;
+  uint32_t weight_packets = 256;
 };
 
 std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& error);

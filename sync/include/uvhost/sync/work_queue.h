@@ -35,6 +35,17 @@
 //    while queued, queue() on a stopped WorkQueue, flush() from the worker thread
 //    (it would wait for itself), work queued concurrently with stop().
 //
+//  - Idle waiting: by default the idle worker sleeps on a futex. A WorkQueue built
+//    with an IdleWaiter sleeps in IdleWaiter::wait_idle() instead (the datapath's
+//    workers sleep in epoll_wait on their kick eventfds, like the kernel's vhost
+//    worker is woken by the eventfd's wait-queue callback). The same Dekker pair
+//    applies: the worker publishes kParked and re-checks the lists before calling
+//    wait_idle(); a producer that sees kParked elects itself (CAS to kRunning) and
+//    calls wake(), which must make the current or the next wait_idle() return (an
+//    eventfd write does: it stays readable until read). wait_idle() may queue()
+//    items on this WorkQueue itself (a ready fd's handler); such a queue() from the
+//    worker thread changes the word without calling wake() (nobody else sleeps).
+//
 // When to use: a single consumer that must process events signalled by many
 // producers with coalescing (one run per burst of kicks), such as handle_tx/rx
 // of a virtqueue. Not a general thread pool.
@@ -98,6 +109,18 @@ std::optional<EnqueueStrategy> parse_enqueue_strategy(std::string_view name) noe
 
 class WorkQueue;
 
+// Replaces the futex sleep of an idle worker (see "Idle waiting" above).
+class IdleWaiter {
+ public:
+  virtual ~IdleWaiter() = default;
+  // Worker thread, with the queue parked and seen empty. Sleeps until wake() was
+  // called (since the last return) or something of the waiter's own happened; it may
+  // queue() items on the WorkQueue. Spurious returns are allowed.
+  virtual void wait_idle() noexcept = 0;
+  // Any thread: makes the current or the next wait_idle() return.
+  virtual void wake() noexcept = 0;
+};
+
 // A unit of work (struct vhost_work). Owned by the caller; it must outlive every
 // run it is queued for. Not copyable or movable: the worker holds its address.
 // `fn` runs on the worker thread; it must not throw (the worker would terminate)
@@ -137,6 +160,8 @@ class WorkQueue {
  public:
   // Starts the worker thread.
   explicit WorkQueue(EnqueueStrategy strategy = EnqueueStrategy::kLockless);
+  // The idle worker sleeps in waiter->wait_idle(); `waiter` outlives the WorkQueue.
+  WorkQueue(EnqueueStrategy strategy, IdleWaiter* waiter);
   // stop(): runs what is queued, then joins.
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
@@ -158,6 +183,10 @@ class WorkQueue {
   EnqueueStrategy strategy() const noexcept { return strategy_.load(std::memory_order_relaxed); }
 
   WorkQueueStats stats() const;
+  // True if an item (or a flush marker) is queued and not yet taken by the worker.
+  // A hint: it may change right after the call. (The busy-polling datapath asks it
+  // to decide whether to stop polling: seed 003's "any work" exit.)
+  bool has_pending() noexcept;
   // True when called on the worker thread (e.g. from inside a WorkItem).
   bool on_worker_thread() const noexcept;
 
@@ -171,7 +200,6 @@ class WorkQueue {
   void append_to_fifo(WorkItem& item) noexcept;  // caller holds fifo_lock_
   void push_lockless(WorkItem& item) noexcept;
   void wake_if_parked() noexcept;
-  bool has_pending() noexcept;
   bool drain_once();  // runs one batch from each list; true if anything ran
   void run_chain(WorkItem* first);
   void worker_main();
@@ -199,6 +227,7 @@ class WorkQueue {
 
   // Guards worker_ against join() racing a CPU-clock read in stats().
   mutable std::mutex lifecycle_mutex_;
+  IdleWaiter* const idle_waiter_;  // nullptr: futex; set before the thread starts
   std::thread worker_;
 };
 

@@ -26,6 +26,8 @@
 #include <string>
 
 #include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/virtio/guest_memory.h"
+#include "uvhost/virtio/io_vector.h"
 
 namespace uvhost::vhost_user {
 
@@ -71,5 +73,13 @@ void log_used_write(DirtyLog& log, uint64_t log_guest_addr, uint64_t offset, uin
 // Marks used element `slot` (ring position, already reduced modulo the size) and the
 // used->idx field: what one add_used + publish_used writes.
 void log_used_element(DirtyLog& log, uint64_t log_guest_addr, uint32_t slot) noexcept;
+// Marks the `count` used elements that end (exclusive) at free-running used index `end`
+// of a ring of `ring_size` entries, and used->idx: what deliver() added for one packet.
+void log_used_elements(DirtyLog& log, uint64_t log_guest_addr, uint16_t end, uint16_t count,
+                       uint32_t ring_size) noexcept;
+// Marks the guest pages behind host ranges the device wrote (receive buffers), found
+// through `map` (a range outside every region is not guest memory: nothing to mark).
+void log_host_writes(DirtyLog& log, const virtio::GuestMemoryMap& map,
+                     std::span<const virtio::IoPiece> pieces) noexcept;
 
 }  // namespace uvhost::vhost_user

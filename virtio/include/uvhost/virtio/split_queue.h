@@ -123,6 +123,11 @@ class DeviceQueue {
   // true means buffers arrived meanwhile, for which no kick may come - process them.
   void disable_guest_kicks(const GuestMemoryMap& memory);
   [[nodiscard]] bool enable_guest_kicks(const GuestMemoryMap& memory);
+  // For a receiver that needs more buffers than are available (a packet that did not
+  // fit): asks for a kick when the driver makes the *next* buffer available (EVENT_IDX:
+  // avail_event = avail->idx as seen now, not last_avail) and re-checks: true if
+  // avail->idx moved meanwhile (more buffers: try again).
+  [[nodiscard]] bool enable_guest_kicks_for_more(const GuestMemoryMap& memory);
 
  private:
   bool usable(const GuestMemoryMap& memory);  // started, not broken, rings resolved

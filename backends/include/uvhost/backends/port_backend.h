@@ -1,0 +1,113 @@
+// port_backend.h - what a port's packets go to and come from on the host side: the
+// interface between the datapath (workers moving packets in and out of guest rings)
+// and a backend (sink, source, loopback, tap, switch).
+//
+// Directions, in virtio-net's terms (the guest's point of view):
+//  - transmit: guest -> backend. The datapath pops a chain from transmit vring 2k+1
+//    (queue pair k), copies the frame out of guest memory and calls
+//    transmit(k, header, frame). The backend consumes it (sends, forwards, counts).
+//  - receive: backend -> guest, two ways, and a backend may use both:
+//    * push: the backend (or another port's backend, e.g. the switch) hands a Packet to
+//      the port's RxInjector. The datapath queues it for receive vring 2k and wakes the
+//      worker; a packet that finds the queue full or stopped is dropped and counted
+//      (never a wait: a slow guest must not stall the sender);
+//    * pull: while the guest has receive buffers the datapath calls pull(k, packet)
+//      to take what the backend has now (a tap read, a generated frame); rx_fd(k),
+//      when not -1, becomes readable (edge-triggered is enough) when pull() may have
+//      something again, and the datapath's worker waits on it. The edge is promised
+//      only after a pull() that returned false: a worker that stopped pulling because
+//      the guest ran out of receive buffers (pull() had not said false yet) must pull
+//      again when buffers come back, not wait for rx_fd (frames may be waiting and no
+//      new edge will come). rx_fd may also report EPOLLERR/EPOLLHUP (a tap that was
+//      deleted): pull() then returns false at once; the worker should stop waiting
+//      on that fd rather than spin.
+//
+// Contract
+// --------
+//  - One PortBackend per port; it outlives every connection of the port (counters and
+//    switch membership span frontends). attach() is called once, before any traffic,
+//    with the port's injector, which lives as long as the backend is attached;
+//    detach() before the injector goes away (after the port's transmit()/pull() calls
+//    have stopped). Both from the control thread; neither runs concurrently with this
+//    backend's own transmit()/pull() (other backends, e.g. other switch ports, may be
+//    injecting into this port's injector meanwhile: a backend that hands the injector
+//    to other threads makes detach() wait for them).
+//  - transmit(k, ...) and pull(k, ...) run on the worker thread that owns queue pair k
+//    (its transmit and receive vrings may be on different workers with some
+//    mappings). Calls for different k can run concurrently; calls for the same k and
+//    direction never do. They never block: a backend that cannot take a frame now
+//    drops it and returns false (the datapath counts tx_dropped).
+//  - features_changed(): the guest's negotiated virtio features (e.g. tap offloads),
+//    from the control thread, before the rings start or while they are stopped. A
+//    feature change during traffic (VHOST_F_LOG_ALL only) does not reach here.
+//  - stats() may be called from any thread at any time (relaxed counters).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "uvhost/backends/packet.h"
+#include "uvhost/virtio/net_header.h"
+
+namespace uvhost::backends {
+
+// Implemented by the datapath: the way into a port's receive queues.
+class RxInjector {
+ public:
+  virtual ~RxInjector() = default;
+  // Queues `packet` for receive queue pair `pair % pairs`. false: dropped (the queue
+  // is stopped, disabled, or its frame ring is full), already counted by the datapath.
+  // Any thread.
+  virtual bool inject(uint32_t pair, PacketPtr packet) noexcept = 0;
+  virtual uint32_t queue_pairs() const noexcept = 0;
+};
+
+class PortBackend {
+ public:
+  virtual ~PortBackend() = default;
+
+  // "sink", "source", "loopback", "tap", "switch".
+  virtual std::string_view kind() const noexcept = 0;
+  // One line for logs: "tap uvtap0 (created, vnet header 12)".
+  virtual std::string describe() const = 0;
+
+  virtual void attach(RxInjector& injector) { injector_ = &injector; }
+  virtual void detach() { injector_ = nullptr; }
+
+  virtual void features_changed(uint64_t features) { (void)features; }
+
+  // Guest -> backend. true: taken; false: the backend dropped it (the datapath counts
+  // a transmit drop). A frame handed on to an RxInjector is taken even if inject()
+  // refuses it: the datapath counts that as a drop on the receiving queue, and each
+  // lost frame must be counted once.
+  virtual bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) = 0;
+
+  // Backend -> guest, pull side. Fills `packet` (reusing its storage) and returns true
+  // when the backend has a frame for queue pair `pair` now.
+  virtual bool pull(uint32_t pair, Packet& packet) {
+    (void)pair;
+    (void)packet;
+    return false;
+  }
+  // Readable (edge) when pull(pair) may succeed again; -1: pull() never has anything.
+  virtual int rx_fd(uint32_t pair) const noexcept {
+    (void)pair;
+    return -1;
+  }
+
+  // Backend-specific counters as a JSON object (e.g. tap write errors, switch
+  // decisions), shown by `uvhost ctl stats --json` under the port.
+  virtual nlohmann::json stats() const;
+
+ protected:
+  RxInjector* injector() const noexcept { return injector_; }
+
+ private:
+  RxInjector* injector_ = nullptr;
+};
+
+}  // namespace uvhost::backends

@@ -1,0 +1,208 @@
+// switch_backend.h - the `switch` backend: ports of one daemon joined by an L2
+// learning switch (SwitchHub, one per daemon), optionally with a tap as uplink to the
+// host. Every port with backend=switch is a SwitchBackend made by the hub.
+//
+// Contract
+// --------
+//  Membership
+//  - SwitchHub::add_port(name, queue_pairs) makes a port (PortId unique for the hub's
+//    life, never reused, so a stale MAC entry cannot name a later port). It takes part
+//    in switching once attach(injector) has run: attach() adds {id, injector, name} to
+//    the hub's live member set, detach() removes it, waits until no thread can still
+//    be using the injector (the member set's grace period, below), then flushes the
+//    port's MACs from the table (LearningSwitch::remove_port). A port may be attached
+//    and detached again; destroying it detaches it. queue_pairs >= 1
+//    (std::invalid_argument otherwise).
+//  - The hub must outlive its ports and is not copyable; destroying a hub that still
+//    has ports aborts in debug builds.
+//  - The live member set is a small vector read on every frame by every worker and
+//    changed on attach/detach only: published through sync::ReadMostly
+//    (read_mostly.h; policy from SwitchHubOptions, kRcu by default: readers take no
+//    lock; attach()/detach() wait for a grace period, microseconds). Lookups are a
+//    linear scan (a handful of ports).
+//
+//  Forwarding (SwitchBackend::transmit(pair, header, frame), on pair's worker)
+//  - A detached port's frames are dropped (ingress_detached), nothing learned.
+//  - LearningSwitch::forward(frame, this port, steady_clock now, pair's counters)
+//    decides (switch_forwarding.h: learn the source MAC, then unicast / flood / drop
+//    with a reason, counted per pair). Drop: returns false.
+//  - Unicast: the destination member gets a copy (Packet: header with num_buffers 0,
+//    frame) through inject(pair, ...) (it maps pair onto its own pairs). A destination
+//    that is not in the member set (detached, or removed while the frame was decided)
+//    is a drop, counted (not_attached).
+//  - Flood: a copy to every member but this port (the uplink included). No other
+//    member: counted (no_target).
+//  - Before each copy: offloads fitted to the receiving guest (offload_adapt.h, using
+//    the features its port last got in features_changed(); the uplink tap takes
+//    everything): GSO it cannot take -> that copy dropped (offload_refused); a partial
+//    checksum for a guest without GUEST_CSUM -> completed in software
+//    (checksum_completed; checksum_bad_range and dropped when it cannot be).
+//  - Per copy: delivered or inject_failed (the receiver's queue stopped or full: a port
+//    whose frontend is not connected ends here). Never waits.
+//  - Returns true when at least one copy was delivered.
+//
+//  Uplink (SwitchHub::add_tap_uplink(options, error), at most one)
+//  - Opens a TapBackend with one queue (options.queue_pairs is ignored: 1) and makes it
+//    one more member ("uplink:<tap name>"), served by a thread of the hub: epoll on the
+//    tap fd, a wake eventfd and a stop eventfd. Frames read from the tap are forwarded
+//    like a port's (ingress = the uplink, injected into pair hash(MACs)); copies
+//    forwarded to the uplink are queued (bounded: kUplinkQueue frames; beyond, the copy
+//    is refused: inject_failed for the sender, queue_full for the uplink) and written
+//    to the tap by that thread, so workers never make a tap system call and the tap
+//    has a single writer. Stopped (thread joined, member removed) by ~SwitchHub.
+//
+//  Counters and threads
+//  - Per pair: forwarding reasons and learn results (ForwardingCounters) and delivery
+//    counters, each written only by transmit(pair) (one thread per pair: port_backend.h)
+//    with relaxed load+store; the uplink has its own, written by its thread. Table
+//    counters: MacTable::stats(). All readable from any thread (relaxed).
+//  - SwitchBackend::stats(): {"id", "name", "attached", "forwarding": {reason: n},
+//    "learn": {result: n}, "delivery": {counter: n}, "bad_pair"}.
+//  - SwitchHub::stats(): {"ports": [each port's stats()], "uplink": null or {"id",
+//    "name", "forwarding", "learn", "delivery", "queue_full", "tap": TapBackend::stats()},
+//    "table": {"capacity", "entries", "learned", "moved", "refreshed", "refused_full",
+//    "evicted_aged", "flushed", "read_gave_up"}, "member_policy"}.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "uvhost/backends/pair_counters.h"
+#include "uvhost/backends/port_backend.h"
+#include "uvhost/backends/switch_forwarding.h"
+#include "uvhost/backends/tap_backend.h"
+#include "uvhost/sync/read_mostly.h"
+
+namespace uvhost::backends {
+
+// What happened to the copies of a switched frame (per pair, per ingress).
+namespace switch_delivery {
+enum Counter : size_t {
+  kDelivered,          // copies the receiver's injector took
+  kInjectFailed,       // copies the receiver's injector refused (queue stopped or full)
+  kNotAttached,        // unicast to a port that is not in the member set
+  kNoTarget,           // flood with no other member
+  kOffloadRefused,     // GSO the receiving guest did not negotiate
+  kChecksumCompleted,  // partial checksums completed for a guest without GUEST_CSUM
+  kChecksumBadRange,   // ... that could not be (checksum field outside the frame)
+  kIngressDetached,    // frames transmitted by a port that is not attached
+  kCount
+};
+std::string_view name(Counter counter) noexcept;
+}  // namespace switch_delivery
+
+using SwitchDeliveryCounters = PairCounters<switch_delivery::kCount>;
+
+struct SwitchHubOptions {
+  MacTableConfig table;                                      // see switch_mac_table.h
+  sync::GuardPolicy member_policy = sync::GuardPolicy::kRcu;  // the live member set's guard
+};
+
+class SwitchBackend;
+class SwitchUplink;
+
+class SwitchHub {
+ public:
+  static constexpr size_t kUplinkQueue = 1024;
+
+  // Throws std::invalid_argument for an invalid table config.
+  explicit SwitchHub(const SwitchHubOptions& options = {});
+  ~SwitchHub();
+  SwitchHub(const SwitchHub&) = delete;
+  SwitchHub& operator=(const SwitchHub&) = delete;
+
+  std::unique_ptr<SwitchBackend> add_port(std::string name, uint32_t queue_pairs);
+  // false (error filled in) when the tap cannot be opened, or there is an uplink already.
+  bool add_tap_uplink(const TapBackendOptions& options, std::string& error);
+
+  // The uplink's tap (nullptr without one), e.g. for its name and ifindex.
+  const TapBackend* uplink_tap() const;
+  // Ports currently attached, plus the uplink.
+  size_t member_count() const;
+  const MacTable& table() const noexcept { return switch_.table(); }
+
+  nlohmann::json stats() const;
+
+ private:
+  friend class SwitchBackend;
+
+  struct Member {
+    PortId id = kNoPort;
+    RxInjector* injector = nullptr;
+    std::string name;
+    const std::atomic<uint64_t>* guest_features = nullptr;  // nullptr: takes every offload (a tap)
+  };
+  using Members = std::vector<Member>;
+  struct Uplink;
+
+  // Copies of one frame to the decision's members; returns how many were delivered.
+  size_t deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair, const virtio::NetHeader& header,
+                 std::span<const std::byte> frame, SwitchDeliveryCounters& counters, uint32_t counter_pair);
+  bool deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
+                    std::span<const std::byte> frame, SwitchDeliveryCounters& counters, uint32_t counter_pair);
+  void forward_from_uplink(Uplink& uplink, Packet& packet);  // on the uplink thread
+
+  void join(Member member);
+  void leave(PortId id);
+  void unregister(SwitchBackend* port);
+
+  LearningSwitch switch_;
+  sync::ReadMostly<Members> members_;
+
+  mutable std::mutex mutex_;           // ports_, next_id_, uplink_ (not the data path)
+  std::vector<SwitchBackend*> ports_;  // every port made by add_port and not destroyed
+  PortId next_id_ = 0;
+  std::unique_ptr<Uplink> uplink_;
+};
+
+class SwitchBackend final : public PortBackend {
+ public:
+  ~SwitchBackend() override;
+  SwitchBackend(const SwitchBackend&) = delete;
+  SwitchBackend& operator=(const SwitchBackend&) = delete;
+
+  std::string_view kind() const noexcept override { return "switch"; }
+  std::string describe() const override;
+
+  void attach(RxInjector& injector) override;
+  void detach() override;
+  void features_changed(uint64_t features) override;
+  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
+
+  nlohmann::json stats() const override;
+
+  PortId id() const noexcept { return id_; }
+  const std::string& name() const noexcept { return name_; }
+  uint32_t queue_pairs() const noexcept { return delivery_.pairs(); }
+  bool attached() const noexcept { return attached_.load(std::memory_order_relaxed); }  // relaxed: a status
+  ForwardingStats forwarding() const noexcept;  // summed over the pairs
+  uint64_t delivery(switch_delivery::Counter counter) const noexcept { return delivery_.total(counter); }
+
+ private:
+  friend class SwitchHub;
+  SwitchBackend(SwitchHub& hub, PortId id, std::string name, uint32_t queue_pairs);
+
+  struct alignas(64) PairForwarding {
+    ForwardingCounters counters;
+  };
+
+  SwitchHub& hub_;
+  const PortId id_;
+  const std::string name_;
+  std::unique_ptr<PairForwarding[]> forwarding_;  // [pair]
+  SwitchDeliveryCounters delivery_;
+  // What this port's guest may receive (features_changed; read by other ports'
+  // workers when they deliver to it). relaxed: a value on its own, publishes nothing.
+  std::atomic<uint64_t> guest_features_{0};
+  // Set by attach()/detach() (control thread, no traffic running), read by transmit().
+  std::atomic<bool> attached_{false};
+  std::atomic<uint64_t> bad_pair_{0};  // relaxed fetch_add: rare, any thread
+};
+
+}  // namespace uvhost::backends

@@ -1,0 +1,40 @@
+// sink_backend.cpp - count and drop (see sink_backend.h).
+#include "uvhost/backends/sink_backend.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace uvhost::backends {
+namespace {
+
+uint32_t checked_pairs(uint32_t queue_pairs) {
+  if (queue_pairs == 0) throw std::invalid_argument("sink backend: queue_pairs must be at least 1");
+  return queue_pairs;
+}
+
+}  // namespace
+
+SinkBackend::SinkBackend(uint32_t queue_pairs) : counters_(checked_pairs(queue_pairs)) {}
+
+std::string SinkBackend::describe() const { return fmt::format("sink ({} queue pairs)", counters_.pairs()); }
+
+bool SinkBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+  (void)header;
+  if (pair >= counters_.pairs()) {
+    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+    return false;
+  }
+  counters_.add(pair, kFrames);
+  counters_.add(pair, kBytes, frame.size());
+  return true;
+}
+
+nlohmann::json SinkBackend::stats() const {
+  return nlohmann::json{{"frames", frames()},
+                        {"bytes", bytes()},
+                        {"bad_pair", bad_pair_.load(std::memory_order_relaxed)}};  // relaxed: a statistic
+}
+
+}  // namespace uvhost::backends

@@ -1,0 +1,317 @@
+// switch_backend.cpp - SwitchHub and its ports: the learning switch between ports and
+// an optional tap uplink (see switch_backend.h).
+#include "uvhost/backends/switch_backend.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "switch_uplink.h"
+#include "uvhost/backends/offload_adapt.h"
+#include "uvhost/sync/misuse.h"
+
+namespace uvhost::backends {
+
+namespace switch_delivery {
+std::string_view name(Counter counter) noexcept {
+  switch (counter) {
+    case kDelivered: return "delivered";
+    case kInjectFailed: return "inject_failed";
+    case kNotAttached: return "not_attached";
+    case kNoTarget: return "no_target";
+    case kOffloadRefused: return "offload_refused";
+    case kChecksumCompleted: return "checksum_completed";
+    case kChecksumBadRange: return "checksum_bad_range";
+    case kIngressDetached: return "ingress_detached";
+    case kCount: break;
+  }
+  return "unknown";
+}
+}  // namespace switch_delivery
+
+namespace {
+
+nlohmann::json reasons_json(const ForwardingStats& stats) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < kForwardReasonCount; ++i) {
+    out[std::string(to_string(static_cast<ForwardReason>(i)))] = stats.by_reason[i];
+  }
+  return out;
+}
+
+nlohmann::json learn_json(const ForwardingStats& stats) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < kLearnResultCount; ++i) {
+    out[std::string(to_string(static_cast<LearnResult>(i)))] = stats.by_learn[i];
+  }
+  return out;
+}
+
+nlohmann::json delivery_json(const SwitchDeliveryCounters& counters) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < switch_delivery::kCount; ++i) {
+    out[std::string(switch_delivery::name(static_cast<switch_delivery::Counter>(i)))] = counters.total(i);
+  }
+  return out;
+}
+
+// Which receive pair a frame from the uplink goes to: a hash of its MAC addresses, so
+// one conversation stays in order on one pair (inject() maps it onto the port's pairs).
+uint32_t mac_pair_hash(std::span<const std::byte> frame) noexcept {
+  uint32_t hash = 2166136261U;  // FNV-1a
+  for (size_t i = 0; i < 12 && i < frame.size(); ++i) {
+    hash = (hash ^ std::to_integer<uint32_t>(frame[i])) * 16777619U;
+  }
+  return hash;
+}
+
+}  // namespace
+
+// ---- the uplink's state in the hub ------------------------------------------------------
+
+struct SwitchHub::Uplink {
+  std::unique_ptr<SwitchUplink> link;
+  PortId id = kNoPort;
+  std::string name;
+  ForwardingCounters forwarding;         // written by the uplink thread only
+  SwitchDeliveryCounters delivery{1};    // likewise
+};
+
+// ---- SwitchHub --------------------------------------------------------------------------
+
+SwitchHub::SwitchHub(const SwitchHubOptions& options)
+    : switch_(options.table), members_(options.member_policy, std::make_unique<Members>()) {}
+
+SwitchHub::~SwitchHub() {
+  std::unique_ptr<Uplink> uplink;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    UVHOST_MISUSE_CHECK(ports_.empty(), "switch hub: destroyed while it still has ports");
+    uplink = std::move(uplink_);
+  }
+  if (uplink) {
+    leave(uplink->id);   // no worker injects into the uplink after this returns
+    uplink->link->stop();  // its thread delivered into ports, whose injectors are still valid
+  }
+}
+
+std::unique_ptr<SwitchBackend> SwitchHub::add_port(std::string name, uint32_t queue_pairs) {
+  if (queue_pairs == 0) throw std::invalid_argument("switch port: queue_pairs must be at least 1");
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<SwitchBackend> port(new SwitchBackend(*this, next_id_++, std::move(name), queue_pairs));
+  ports_.push_back(port.get());
+  return port;
+}
+
+bool SwitchHub::add_tap_uplink(const TapBackendOptions& options, std::string& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (uplink_) {
+    error = fmt::format("switch: there is an uplink already ({})", uplink_->name);
+    return false;
+  }
+  auto uplink = std::make_unique<Uplink>();
+  uplink->link = SwitchUplink::open(options, error);
+  if (!uplink->link) return false;
+  uplink->id = next_id_++;
+  uplink->name = "uplink:" + uplink->link->tap().name();
+  join(Member{uplink->id, uplink->link.get(), uplink->name, nullptr});
+  // The thread gets its Uplink directly: it never reads uplink_ (set below, reset by
+  // ~SwitchHub under mutex_ while the thread may still run).
+  Uplink* const raw = uplink.get();
+  uplink->link->start([this, raw](Packet& packet) { forward_from_uplink(*raw, packet); });
+  spdlog::info("switch: uplink {} (port id {})", uplink->link->tap().describe(), uplink->id);
+  uplink_ = std::move(uplink);
+  return true;
+}
+
+const TapBackend* SwitchHub::uplink_tap() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return uplink_ ? &uplink_->link->tap() : nullptr;
+}
+
+size_t SwitchHub::member_count() const {
+  return members_.read([](const Members& members) { return members.size(); });
+}
+
+void SwitchHub::join(Member member) {
+  members_.update([&](Members& members) { members.push_back(std::move(member)); });
+}
+
+void SwitchHub::leave(PortId id) {
+  // update() returns after the grace period: no reader still holds the old set, so
+  // nobody uses the member's injector any more.
+  members_.update([id](Members& members) {
+    std::erase_if(members, [id](const Member& member) { return member.id == id; });
+  });
+}
+
+void SwitchHub::unregister(SwitchBackend* port) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase(ports_, port);
+}
+
+bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
+                             std::span<const std::byte> frame, SwitchDeliveryCounters& counters,
+                             uint32_t counter_pair) {
+  // relaxed: the features are a value on their own (switch_backend.h).
+  const uint64_t features =
+      member.guest_features != nullptr ? member.guest_features->load(std::memory_order_relaxed) : ~uint64_t{0};
+  if (!gso_acceptable(header, features)) {
+    counters.add(counter_pair, switch_delivery::kOffloadRefused);
+    return false;
+  }
+  virtio::NetHeader copy_header = header;
+  copy_header.num_buffers = 0;
+  PacketPtr packet = make_packet(copy_header, frame);
+  switch (adapt_checksum(*packet, features)) {
+    case ChecksumAdapt::kAsIs: break;
+    case ChecksumAdapt::kCompleted: counters.add(counter_pair, switch_delivery::kChecksumCompleted); break;
+    case ChecksumAdapt::kBadRange: counters.add(counter_pair, switch_delivery::kChecksumBadRange); return false;
+  }
+  if (!member.injector->inject(pair, std::move(packet))) {
+    counters.add(counter_pair, switch_delivery::kInjectFailed);
+    return false;
+  }
+  counters.add(counter_pair, switch_delivery::kDelivered);
+  return true;
+}
+
+size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair,
+                          const virtio::NetHeader& header, std::span<const std::byte> frame,
+                          SwitchDeliveryCounters& counters, uint32_t counter_pair) {
+  // Inside read(): the members' injectors stay valid (leave() waits for us).
+  return members_.read([&](const Members& members) -> size_t {
+    if (decision.kind == ForwardKind::kUnicast) {
+      for (const Member& member : members) {
+        if (member.id == decision.port) return deliver_copy(member, pair, header, frame, counters, counter_pair) ? 1 : 0;
+      }
+      counters.add(counter_pair, switch_delivery::kNotAttached);
+      return 0;
+    }
+    size_t targets = 0;
+    size_t delivered = 0;
+    for (const Member& member : members) {
+      if (member.id == ingress) continue;
+      ++targets;
+      if (deliver_copy(member, pair, header, frame, counters, counter_pair)) ++delivered;
+    }
+    if (targets == 0) counters.add(counter_pair, switch_delivery::kNoTarget);
+    return delivered;
+  });
+}
+
+void SwitchHub::forward_from_uplink(Uplink& uplink, Packet& packet) {
+  const ForwardDecision decision = switch_.forward(packet.frame, uplink.id, SwitchClock::now(), uplink.forwarding);
+  if (decision.kind == ForwardKind::kDrop) return;
+  (void)deliver(decision, uplink.id, mac_pair_hash(packet.frame), packet.header, packet.frame, uplink.delivery, 0);
+}
+
+nlohmann::json SwitchHub::stats() const {
+  nlohmann::json out = nlohmann::json::object();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    nlohmann::json ports = nlohmann::json::array();
+    for (const SwitchBackend* port : ports_) ports.push_back(port->stats());
+    out["ports"] = std::move(ports);
+    if (uplink_) {
+      const ForwardingStats forwarding = uplink_->forwarding.snapshot();
+      out["uplink"] = nlohmann::json{{"id", uplink_->id},
+                                     {"name", uplink_->name},
+                                     {"forwarding", reasons_json(forwarding)},
+                                     {"learn", learn_json(forwarding)},
+                                     {"delivery", delivery_json(uplink_->delivery)},
+                                     {"queue_full", uplink_->link->queue_full()},
+                                     {"tap", uplink_->link->tap().stats()}};
+    } else {
+      out["uplink"] = nullptr;
+    }
+  }
+  const MacTableStats table = switch_.table().stats();
+  out["table"] = nlohmann::json{{"capacity", switch_.table().capacity()},
+                                {"entries", table.entries},
+                                {"learned", table.learned},
+                                {"moved", table.moved},
+                                {"refreshed", table.refreshed},
+                                {"refused_full", table.refused_full},
+                                {"evicted_aged", table.evicted_aged},
+                                {"flushed", table.flushed},
+                                {"read_gave_up", table.read_gave_up}};
+  out["member_policy"] = std::string(sync::to_string(members_.policy()));
+  return out;
+}
+
+// ---- SwitchBackend ------------------------------------------------------------------------
+
+SwitchBackend::SwitchBackend(SwitchHub& hub, PortId id, std::string name, uint32_t queue_pairs)
+    : hub_(hub),
+      id_(id),
+      name_(std::move(name)),
+      forwarding_(std::make_unique<PairForwarding[]>(queue_pairs)),
+      delivery_(queue_pairs) {}
+
+SwitchBackend::~SwitchBackend() {
+  detach();
+  hub_.unregister(this);
+}
+
+std::string SwitchBackend::describe() const {
+  return fmt::format("switch port {} (id {}, {}, {} queue pairs)", name_, id_, attached() ? "attached" : "detached",
+                     queue_pairs());
+}
+
+void SwitchBackend::attach(RxInjector& injector) {
+  if (attached()) detach();
+  PortBackend::attach(injector);
+  hub_.join(SwitchHub::Member{id_, &injector, name_, &guest_features_});
+  attached_.store(true, std::memory_order_relaxed);  // relaxed: see the member's comment
+}
+
+void SwitchBackend::detach() {
+  if (!attached()) return;
+  attached_.store(false, std::memory_order_relaxed);
+  hub_.leave(id_);  // waits until no worker can still inject through us
+  const size_t flushed = hub_.switch_.remove_port(id_);
+  spdlog::debug("switch port {}: detached, {} MACs flushed", name_, flushed);
+  PortBackend::detach();
+}
+
+void SwitchBackend::features_changed(uint64_t features) {
+  guest_features_.store(features, std::memory_order_relaxed);  // relaxed: see the member's comment
+}
+
+bool SwitchBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+  if (pair >= queue_pairs()) {
+    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+    return false;
+  }
+  if (!attached()) {
+    delivery_.add(pair, switch_delivery::kIngressDetached);
+    return false;
+  }
+  const ForwardDecision decision = hub_.switch_.forward(frame, id_, SwitchClock::now(), forwarding_[pair].counters);
+  if (decision.kind == ForwardKind::kDrop) return false;
+  return hub_.deliver(decision, id_, pair, header, frame, delivery_, pair) > 0;
+}
+
+ForwardingStats SwitchBackend::forwarding() const noexcept {
+  ForwardingStats sum;
+  for (uint32_t pair = 0; pair < queue_pairs(); ++pair) sum += forwarding_[pair].counters.snapshot();
+  return sum;
+}
+
+nlohmann::json SwitchBackend::stats() const {
+  const ForwardingStats stats = forwarding();
+  return nlohmann::json{{"id", id_},
+                        {"name", name_},
+                        {"attached", attached()},
+                        {"forwarding", reasons_json(stats)},
+                        {"learn", learn_json(stats)},
+                        {"delivery", delivery_json(delivery_)},
+                        {"bad_pair", bad_pair_.load(std::memory_order_relaxed)}};  // relaxed: a statistic
+}
+
+}  // namespace uvhost::backends

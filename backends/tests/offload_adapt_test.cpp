@@ -1,0 +1,88 @@
+// offload_adapt_test.cpp - which GSO frames a guest may receive, and software
+// completion of partial checksums for a guest without GUEST_CSUM.
+#include "uvhost/backends/offload_adapt.h"
+
+#include <gtest/gtest.h>
+
+#include "tap_test_support.h"
+#include "uvhost/backends/tap_device.h"
+
+namespace uvhost::backends {
+namespace {
+
+constexpr uint64_t bit(unsigned b) { return uint64_t{1} << b; }
+constexpr uint64_t kCsum = bit(net_feature::kGuestCsum);
+
+virtio::NetHeader gso(uint8_t type) {
+  virtio::NetHeader header;
+  header.flags = virtio::kNetHdrFlagNeedsCsum;
+  header.gso_type = type;
+  header.gso_size = 1400;
+  return header;
+}
+
+TEST(OffloadAdapt, GsoNeedsTheMatchingGuestFeature) {
+  using namespace net_feature;
+  EXPECT_TRUE(gso_acceptable({}, 0));
+  EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoTcpV4), 0));
+  EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoTcpV4), bit(kGuestTso4)));  // without GUEST_CSUM
+  EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoTcpV4), kCsum | bit(kGuestTso4)));
+  EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoTcpV6), kCsum | bit(kGuestTso4)));
+  EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoTcpV6), kCsum | bit(kGuestTso6)));
+  EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoTcpV4 | virtio::kNetGsoEcn), kCsum | bit(kGuestTso4)));
+  EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoTcpV4 | virtio::kNetGsoEcn), kCsum | bit(kGuestTso4) | bit(kGuestEcn)));
+  EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoUdp), kCsum | bit(kGuestUfo)));
+  EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoUdpL4), kCsum | bit(kGuestUso4)));
+  EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoUdpL4), kCsum | bit(kGuestUso4) | bit(kGuestUso6)));
+  EXPECT_FALSE(gso_acceptable(gso(42), ~uint64_t{0}));  // unknown type
+}
+
+TEST(OffloadAdapt, ChecksumCompletedOnlyForGuestsWithoutGuestCsum) {
+  testing::TcpFrameSpec spec;
+  spec.payload = 333;  // odd length: the last byte is padded
+  const testing::Bytes partial = testing::tcp_frame(spec);
+  virtio::NetHeader header;
+  header.flags = virtio::kNetHdrFlagNeedsCsum;
+  header.csum_start = testing::kEthHeader + testing::kIpHeader;
+  header.csum_offset = 16;
+
+  Packet as_is(header, partial);
+  EXPECT_EQ(adapt_checksum(as_is, kCsum), ChecksumAdapt::kAsIs);
+  EXPECT_EQ(as_is.header, header);
+  EXPECT_EQ(as_is.frame, partial);
+
+  Packet completed(header, partial);
+  EXPECT_EQ(adapt_checksum(completed, 0), ChecksumAdapt::kCompleted);
+  EXPECT_EQ(completed.header.flags, 0);
+  EXPECT_TRUE(testing::ipv4_tcp_checksums_valid(completed.frame));
+  spec.partial_checksum = false;
+  EXPECT_EQ(completed.frame, testing::tcp_frame(spec));
+
+  // Flags without NEEDS_CSUM are cleared for such a guest; nothing else changes.
+  virtio::NetHeader valid;
+  valid.flags = virtio::kNetHdrFlagDataValid;
+  Packet plain(valid, partial);
+  EXPECT_EQ(adapt_checksum(plain, 0), ChecksumAdapt::kAsIs);
+  EXPECT_EQ(plain.header.flags, 0);
+  EXPECT_EQ(plain.frame, partial);
+}
+
+TEST(OffloadAdapt, ChecksumFieldOutsideTheFrameIsABadRange) {
+  const testing::Bytes small(60, std::byte{1});
+  virtio::NetHeader header;
+  header.flags = virtio::kNetHdrFlagNeedsCsum;
+  header.csum_start = 50;
+  header.csum_offset = 9;  // field at 59..60: one byte past the end
+  Packet packet(header, small);
+  EXPECT_EQ(adapt_checksum(packet, 0), ChecksumAdapt::kBadRange);
+  header.csum_offset = 8;  // 58..59: fits
+  Packet fits(header, small);
+  EXPECT_EQ(adapt_checksum(fits, 0), ChecksumAdapt::kCompleted);
+  header.csum_start = 60;
+  header.csum_offset = 0;
+  Packet past(header, small);
+  EXPECT_EQ(adapt_checksum(past, 0), ChecksumAdapt::kBadRange);
+}
+
+}  // namespace
+}  // namespace uvhost::backends

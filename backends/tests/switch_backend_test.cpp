@@ -1,0 +1,445 @@
+// switch_backend_test.cpp - SwitchHub and its ports: learning and unicast, floods,
+// hairpin drops, detach flushing MACs, inject failures, offloads fitted per receiver,
+// transmit from four threads while ports attach and detach (run it under TSan), and
+// a tap uplink in a private network namespace.
+#include "uvhost/backends/switch_backend.h"
+
+#include <net/if.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "collecting_injector.h"
+#include "tap_test_support.h"
+
+namespace uvhost::backends {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Bytes;
+using testing::CollectingInjector;
+using testing::Mac;
+
+constexpr Mac kMacA{0x02, 0, 0, 0, 0, 0x0a};
+constexpr Mac kMacB{0x02, 0, 0, 0, 0, 0x0b};
+constexpr Mac kMacC{0x02, 0, 0, 0, 0, 0x0c};
+constexpr Mac kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+constexpr Mac kMulticast{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01};
+
+MacAddress mac_address(const Mac& mac) { return MacAddress{mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]}; }
+
+// A 64-byte frame with the test EtherType and a tag that says which frame it is.
+Bytes frame(const Mac& destination, const Mac& source, uint8_t tag) {
+  Bytes out = testing::ethernet(destination, source, testing::kTestEtherType);
+  testing::put8(out, tag);
+  out.resize(64, std::byte{0x33});
+  return out;
+}
+
+uint8_t tag_of(const Packet& packet) { return std::to_integer<uint8_t>(packet.frame.at(testing::kEthHeader)); }
+
+// Three attached ports a, b, c with collecting injectors.
+class SwitchTest : public ::testing::Test {
+ protected:
+  SwitchHub hub_;
+  CollectingInjector in_a_{1}, in_b_{1}, in_c_{1};
+  std::unique_ptr<SwitchBackend> a_ = hub_.add_port("a", 1);
+  std::unique_ptr<SwitchBackend> b_ = hub_.add_port("b", 1);
+  std::unique_ptr<SwitchBackend> c_ = hub_.add_port("c", 1);
+
+  void SetUp() override {
+    a_->attach(in_a_);
+    b_->attach(in_b_);
+    c_->attach(in_c_);
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    c_.reset();
+  }
+  // Tags each injector received (and forgets them).
+  static std::vector<uint8_t> tags(CollectingInjector& injector) {
+    std::vector<uint8_t> out;
+    for (const auto& injected : injector.take()) out.push_back(tag_of(*injected.packet));
+    return out;
+  }
+};
+
+using Tags = std::vector<uint8_t>;
+
+TEST_F(SwitchTest, PortsLearnAndUnicast) {
+  EXPECT_EQ(a_->kind(), "switch");
+  EXPECT_EQ(hub_.member_count(), 3u);
+  // a's first frame: broadcast, floods to b and c; A is learned on a.
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 1)));
+  EXPECT_EQ(tags(in_a_), Tags{});
+  EXPECT_EQ(tags(in_b_), Tags{1});
+  EXPECT_EQ(tags(in_c_), Tags{1});
+  // b answers A: unicast to a only; B learned on b.
+  EXPECT_TRUE(b_->transmit(0, {}, frame(kMacA, kMacB, 2)));
+  EXPECT_EQ(tags(in_a_), Tags{2});
+  EXPECT_EQ(tags(in_b_), Tags{});
+  EXPECT_EQ(tags(in_c_), Tags{});
+  // a to B: unicast to b only.
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kMacB, kMacA, 3)));
+  EXPECT_EQ(tags(in_a_), Tags{});
+  EXPECT_EQ(tags(in_b_), Tags{3});
+  EXPECT_EQ(tags(in_c_), Tags{});
+
+  EXPECT_EQ(a_->forwarding().count(ForwardReason::kBroadcast), 1u);
+  EXPECT_EQ(a_->forwarding().count(ForwardReason::kKnownUnicast), 1u);
+  EXPECT_EQ(a_->forwarding().count(LearnResult::kLearned), 1u);
+  EXPECT_EQ(b_->forwarding().count(ForwardReason::kKnownUnicast), 1u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kDelivered), 3u);  // 2 flood copies + 1 unicast
+  EXPECT_EQ(hub_.table().lookup(mac_address(kMacA), SwitchClock::now()), a_->id());
+  EXPECT_EQ(hub_.table().lookup(mac_address(kMacB), SwitchClock::now()), b_->id());
+}
+
+TEST_F(SwitchTest, BroadcastMulticastAndUnknownUnicastFloodToAllOthers) {
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 1)));
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kMulticast, kMacA, 2)));
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kMacC, kMacA, 3)));  // C not learned yet
+  EXPECT_EQ(tags(in_a_), Tags{});
+  EXPECT_EQ(tags(in_b_), (Tags{1, 2, 3}));
+  EXPECT_EQ(tags(in_c_), (Tags{1, 2, 3}));
+  const ForwardingStats stats = a_->forwarding();
+  EXPECT_EQ(stats.count(ForwardReason::kBroadcast), 1u);
+  EXPECT_EQ(stats.count(ForwardReason::kMulticast), 1u);
+  EXPECT_EQ(stats.count(ForwardReason::kUnknownUnicast), 1u);
+}
+
+TEST_F(SwitchTest, CopiesCarryTheHeaderWithoutNumBuffers) {
+  virtio::NetHeader header;
+  header.flags = virtio::kNetHdrFlagDataValid;
+  header.num_buffers = 5;
+  c_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
+  b_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
+  ASSERT_TRUE(a_->transmit(0, header, frame(kBroadcast, kMacA, 1)));
+  auto got = in_b_.take();
+  ASSERT_EQ(got.size(), 1u);
+  virtio::NetHeader expected = header;
+  expected.num_buffers = 0;
+  EXPECT_EQ(got[0].packet->header, expected);
+  EXPECT_EQ(got[0].packet->frame, frame(kBroadcast, kMacA, 1));
+}
+
+TEST_F(SwitchTest, HairpinIsDropped) {
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 1)));
+  (void)tags(in_b_);
+  (void)tags(in_c_);
+  // A is on a: a frame from a to A has nowhere to go.
+  EXPECT_FALSE(a_->transmit(0, {}, frame(kMacA, kMacC, 2)));
+  EXPECT_EQ(tags(in_a_), Tags{});
+  EXPECT_EQ(tags(in_b_), Tags{});
+  EXPECT_EQ(tags(in_c_), Tags{});
+  EXPECT_EQ(a_->forwarding().count(ForwardReason::kHairpin), 1u);
+  // A short frame is dropped too.
+  EXPECT_FALSE(a_->transmit(0, {}, Bytes(10)));
+  EXPECT_EQ(a_->forwarding().count(ForwardReason::kShortFrame), 1u);
+  EXPECT_EQ(a_->stats().at("forwarding").at("hairpin"), 1);
+}
+
+TEST_F(SwitchTest, DetachedPortsMacsAreFlushedAndItGetsNothing) {
+  EXPECT_TRUE(b_->transmit(0, {}, frame(kBroadcast, kMacB, 1)));
+  ASSERT_EQ(hub_.table().lookup(mac_address(kMacB), SwitchClock::now()), b_->id());
+  (void)tags(in_a_);
+  (void)tags(in_c_);
+  b_->detach();
+  EXPECT_FALSE(b_->attached());
+  EXPECT_EQ(hub_.member_count(), 2u);
+  EXPECT_EQ(hub_.table().lookup(mac_address(kMacB), SwitchClock::now()), std::nullopt);
+  EXPECT_GE(hub_.table().stats().flushed, 1u);
+  // To B now: unknown unicast, flooded to the members left (c), not to b.
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kMacB, kMacA, 2)));
+  EXPECT_EQ(tags(in_b_), Tags{});
+  EXPECT_EQ(tags(in_c_), Tags{2});
+  EXPECT_EQ(a_->forwarding().count(ForwardReason::kUnknownUnicast), 1u);
+  // A detached port's own frames go nowhere and teach nothing.
+  EXPECT_FALSE(b_->transmit(0, {}, frame(kBroadcast, kMacB, 3)));
+  EXPECT_EQ(b_->delivery(switch_delivery::kIngressDetached), 1u);
+  EXPECT_EQ(hub_.table().lookup(mac_address(kMacB), SwitchClock::now()), std::nullopt);
+  // Attached again, it takes part again.
+  b_->attach(in_b_);
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 4)));
+  EXPECT_EQ(tags(in_b_), Tags{4});
+}
+
+TEST_F(SwitchTest, RefusingReceiverIsCountedAndAFloodStillReachesTheOthers) {
+  EXPECT_TRUE(b_->transmit(0, {}, frame(kBroadcast, kMacB, 1)));
+  (void)tags(in_a_);
+  (void)tags(in_c_);
+  in_b_.set_refuse(true);  // b's frontend is gone: its queues refuse
+  EXPECT_FALSE(a_->transmit(0, {}, frame(kMacB, kMacA, 2)));  // unicast, refused
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 3)));  // flood: c still gets it
+  EXPECT_EQ(tags(in_c_), Tags{3});
+  EXPECT_EQ(a_->delivery(switch_delivery::kInjectFailed), 2u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kDelivered), 1u);
+  EXPECT_EQ(a_->stats().at("delivery").at("inject_failed"), 2);
+}
+
+TEST(SwitchHub, FloodWithoutOtherMembersAndBadPairs) {
+  SwitchHub hub;
+  CollectingInjector injector(1);
+  auto alone = hub.add_port("alone", 2);
+  alone->attach(injector);
+  EXPECT_FALSE(alone->transmit(0, {}, frame(kBroadcast, kMacA, 1)));
+  EXPECT_EQ(alone->delivery(switch_delivery::kNoTarget), 1u);
+  EXPECT_FALSE(alone->transmit(2, {}, frame(kBroadcast, kMacA, 1)));
+  EXPECT_EQ(alone->stats().at("bad_pair"), 1);
+  EXPECT_THROW((void)hub.add_port("none", 0), std::invalid_argument);
+}
+
+TEST(SwitchHub, PairOfTheIngressIsKeptModuloTheReceiversPairs) {
+  SwitchHub hub;
+  CollectingInjector in_four(4), in_two(2);
+  auto four = hub.add_port("four", 4);
+  auto two = hub.add_port("two", 2);
+  four->attach(in_four);
+  two->attach(in_two);
+  ASSERT_TRUE(four->transmit(3, {}, frame(kBroadcast, kMacA, 1)));
+  const auto got = in_two.take();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].pair, 1u);  // 3 % 2
+}
+
+TEST(SwitchHub, StatsNameEveryPortAndTheTable) {
+  SwitchHub hub;
+  CollectingInjector in_x(1), in_y(1);
+  auto x = hub.add_port("x", 1);
+  auto y = hub.add_port("y", 1);
+  x->attach(in_x);
+  y->attach(in_y);
+  ASSERT_TRUE(x->transmit(0, {}, frame(kBroadcast, kMacA, 1)));
+  const nlohmann::json stats = hub.stats();
+  ASSERT_EQ(stats.at("ports").size(), 2u);
+  EXPECT_EQ(stats.at("ports")[0].at("name"), "x");
+  EXPECT_EQ(stats.at("ports")[0].at("forwarding").at("broadcast"), 1);
+  EXPECT_EQ(stats.at("ports")[0].at("learn").at("learned"), 1);
+  EXPECT_EQ(stats.at("ports")[0].at("delivery").at("delivered"), 1);
+  EXPECT_EQ(stats.at("ports")[1].at("name"), "y");
+  EXPECT_TRUE(stats.at("uplink").is_null());
+  EXPECT_EQ(stats.at("table").at("entries"), 1);
+  EXPECT_EQ(stats.at("table").at("learned"), 1);
+  EXPECT_EQ(stats.at("member_policy"), "rcu");
+  EXPECT_NE(x->describe().find("switch port x"), std::string::npos);
+}
+
+// ---- offloads fitted to each receiver -----------------------------------------------------
+
+virtio::NetHeader tcp_gso_header() {
+  virtio::NetHeader header;
+  header.flags = virtio::kNetHdrFlagNeedsCsum;
+  header.gso_type = virtio::kNetGsoTcpV4;
+  header.hdr_len = testing::kEthHeader + testing::kIpHeader + testing::kTcpHeader;
+  header.gso_size = 1448;
+  header.csum_start = testing::kEthHeader + testing::kIpHeader;
+  header.csum_offset = 16;
+  return header;
+}
+
+TEST_F(SwitchTest, GsoGoesOnlyToGuestsThatNegotiatedIt) {
+  const uint64_t tso = (uint64_t{1} << net_feature::kGuestCsum) | (uint64_t{1} << net_feature::kGuestTso4);
+  b_->features_changed(tso);
+  c_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
+  testing::TcpFrameSpec spec;
+  spec.destination = kBroadcast;
+  spec.source = kMacA;
+  const Bytes gso_frame = testing::tcp_frame(spec);
+  EXPECT_TRUE(a_->transmit(0, tcp_gso_header(), gso_frame));
+  auto to_b = in_b_.take();
+  ASSERT_EQ(to_b.size(), 1u);
+  EXPECT_EQ(to_b[0].packet->header, tcp_gso_header());
+  EXPECT_EQ(in_c_.size(), 0u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kOffloadRefused), 1u);
+}
+
+TEST_F(SwitchTest, PartialChecksumIsCompletedForAGuestWithoutGuestCsum) {
+  b_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
+  c_->features_changed(0);
+  testing::TcpFrameSpec spec;
+  spec.destination = kBroadcast;
+  spec.source = kMacA;
+  spec.payload = 100;
+  spec.partial_checksum = true;
+  const Bytes partial = testing::tcp_frame(spec);
+  virtio::NetHeader header = tcp_gso_header();
+  header.gso_type = virtio::kNetGsoNone;
+  header.gso_size = 0;
+  EXPECT_TRUE(a_->transmit(0, header, partial));
+  auto to_b = in_b_.take();
+  auto to_c = in_c_.take();
+  ASSERT_EQ(to_b.size(), 1u);
+  ASSERT_EQ(to_c.size(), 1u);
+  // b negotiated GUEST_CSUM: the partial checksum as it came.
+  EXPECT_EQ(to_b[0].packet->header, header);
+  EXPECT_FALSE(testing::ipv4_tcp_checksums_valid(Bytes(to_b[0].packet->frame)));
+  // c did not: completed, flags cleared.
+  EXPECT_EQ(to_c[0].packet->header.flags, 0);
+  EXPECT_TRUE(testing::ipv4_tcp_checksums_valid(Bytes(to_c[0].packet->frame)));
+  spec.partial_checksum = false;
+  EXPECT_EQ(to_c[0].packet->frame, testing::tcp_frame(spec));
+  EXPECT_EQ(a_->delivery(switch_delivery::kChecksumCompleted), 1u);
+}
+
+// ---- threads -----------------------------------------------------------------------------
+
+// Four threads transmit (two ports x two pairs: one thread per pair, as the datapath
+// does) while the main thread attaches and detaches two other ports over and over.
+// Checks: nothing is injected into a port after its detach() returned (the member
+// set's grace period), every frame is accounted for, and (under TSan) no data race.
+TEST(SwitchHub, TransmitFromFourThreadsWhilePortsAttachAndDetach) {
+  SwitchHub hub;
+  CollectingInjector in_s0(2), in_s1(2);
+  in_s0.set_keep(false);
+  in_s1.set_keep(false);
+  auto s0 = hub.add_port("s0", 2);
+  auto s1 = hub.add_port("s1", 2);
+  s0->attach(in_s0);
+  s1->attach(in_s1);
+  constexpr size_t kChurners = 2;
+  std::vector<std::unique_ptr<CollectingInjector>> churn_in;
+  std::vector<std::unique_ptr<SwitchBackend>> churn;
+  for (size_t i = 0; i < kChurners; ++i) {
+    churn_in.push_back(std::make_unique<CollectingInjector>(1));
+    churn_in.back()->set_keep(false);
+    churn.push_back(hub.add_port("churn" + std::to_string(i), 1));
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sent{0};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 4; ++t) {
+    senders.emplace_back([&, t] {
+      SwitchBackend& port = t < 2 ? *s0 : *s1;
+      const uint32_t pair = static_cast<uint32_t>(t % 2);
+      const Mac self{0x02, 0, 0, 0, 1, static_cast<uint8_t>(t)};
+      const Mac peer{0x02, 0, 0, 0, 1, static_cast<uint8_t>((t + 2) % 4)};  // a sender on the other port
+      const Mac churner{0x02, 0, 0, 0, 2, static_cast<uint8_t>(static_cast<size_t>(t) % kChurners)};
+      uint64_t i = 0;
+      while (!stop.load(std::memory_order_relaxed) || i < 2000) {
+        const Mac& destination = i % 3 == 0 ? kBroadcast : i % 3 == 1 ? peer : churner;
+        port.transmit(pair, {}, frame(destination, self, static_cast<uint8_t>(i)));
+        ++i;
+      }
+      sent.fetch_add(i);
+    });
+  }
+  int cycles = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 500ms;
+  while (std::chrono::steady_clock::now() < deadline || cycles < 20) {
+    for (size_t i = 0; i < kChurners; ++i) {
+      churn_in[i]->set_gone(false);
+      churn[i]->attach(*churn_in[i]);
+      // The churning port speaks once, so its MAC is learned (its pair 0 is used by
+      // this thread only).
+      const Mac own{0x02, 0, 0, 0, 2, static_cast<uint8_t>(i)};
+      churn[i]->transmit(0, {}, frame(kBroadcast, own, 0));
+    }
+    std::this_thread::sleep_for(1ms);
+    for (size_t i = 0; i < kChurners; ++i) {
+      churn[i]->detach();
+      churn_in[i]->set_gone(true);  // from here on, an inject() would be a use after detach
+    }
+    (void)hub.stats();  // a reader of everything, concurrently
+    ++cycles;
+  }
+  stop.store(true);
+  for (auto& sender : senders) sender.join();
+
+  for (size_t i = 0; i < kChurners; ++i) {
+    EXPECT_EQ(churn_in[i]->used_after_gone(), 0u) << "churn" << i;
+    EXPECT_GT(churn_in[i]->accepted(), 0u) << "churn" << i << " never received anything";
+  }
+  EXPECT_GT(in_s0.accepted(), 0u);
+  EXPECT_GT(in_s1.accepted(), 0u);
+  const ForwardingStats total = [&] {
+    ForwardingStats sum = s0->forwarding();
+    sum += s1->forwarding();
+    return sum;
+  }();
+  EXPECT_EQ(total.frames(), sent.load());
+  std::cout << "[ NOTE     ] " << sent.load() << " frames from 4 threads, " << cycles << " attach/detach cycles\n";
+  s0.reset();
+  s1.reset();
+  churn.clear();
+}
+
+// ---- uplink ------------------------------------------------------------------------------
+
+class SwitchUplinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string missing = testing::missing_privileges();
+    if (!missing.empty()) GTEST_SKIP() << "tap tests need privileges: " << missing;
+    sandbox_.emplace();
+    if (!sandbox_->ok()) GTEST_SKIP() << "cannot create a private network namespace: " << sandbox_->error();
+  }
+  void TearDown() override { sandbox_.reset(); }
+  std::optional<testing::NetnsSandbox> sandbox_;
+};
+
+TEST_F(SwitchUplinkTest, TapUplinkSeesFloodsAndItsFramesReachThePort) {
+  auto hub = std::make_unique<SwitchHub>();
+  TapBackendOptions options;
+  options.name = "uvsw-up";
+  std::string error;
+  ASSERT_TRUE(hub->add_tap_uplink(options, error)) << error;
+  EXPECT_FALSE(hub->add_tap_uplink(options, error));  // one uplink only
+  EXPECT_NE(error.find("already"), std::string::npos) << error;
+  const TapBackend* tap = hub->uplink_tap();
+  ASSERT_NE(tap, nullptr);
+  EXPECT_EQ(tap->name(), "uvsw-up");
+  testing::Fd wire = testing::packet_socket(tap->ifindex());
+  ASSERT_TRUE(wire.valid());
+
+  CollectingInjector in_a(1);
+  auto a = hub->add_port("a", 1);
+  a->attach(in_a);
+  EXPECT_EQ(hub->member_count(), 2u);
+
+  // A broadcast from the port floods to the uplink: the host sees it on the tap.
+  const Bytes from_port = frame(kBroadcast, kMacA, 0x41);
+  ASSERT_TRUE(a->transmit(0, {}, from_port));
+  const auto seen = testing::packet_receive(wire.get(), [](const Bytes& f) {
+    return f.size() > testing::kEthHeader && testing::get16(f, 12) == testing::kTestEtherType &&
+           testing::get8(f, testing::kEthHeader) == 0x41;
+  });
+  ASSERT_TRUE(seen) << "the tap never saw the flooded frame";
+  EXPECT_EQ(*seen, from_port);
+
+  // The host sends to A (learned on the port): the uplink thread forwards it there.
+  const Bytes to_a = frame(kMacA, kMacC, 0x42);
+  ASSERT_TRUE(testing::packet_send(wire.get(), tap->ifindex(), to_a));
+  ASSERT_TRUE(in_a.wait_for(1, 2s)) << "the port never got the uplink's frame";
+  auto got = in_a.take();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].packet->frame, to_a);
+  // ... and the host's MAC was learned on the uplink: unicast back goes to the tap only.
+  const auto table_port = hub->table().lookup(mac_address(kMacC), SwitchClock::now());
+  ASSERT_TRUE(table_port);
+  EXPECT_NE(*table_port, a->id());
+  ASSERT_TRUE(a->transmit(0, {}, frame(kMacC, kMacA, 0x43)));
+  EXPECT_TRUE(testing::packet_receive(wire.get(), [](const Bytes& f) {
+    return f.size() > testing::kEthHeader && testing::get16(f, 12) == testing::kTestEtherType &&
+           testing::get8(f, testing::kEthHeader) == 0x43;
+  }));
+
+  const nlohmann::json stats = hub->stats();
+  EXPECT_EQ(stats.at("uplink").at("name"), "uplink:uvsw-up");
+  EXPECT_GE(stats.at("uplink").at("tap").at("tx").at("sent").get<uint64_t>(), 2u);
+  EXPECT_GE(stats.at("uplink").at("delivery").at("delivered").get<uint64_t>(), 1u);
+  EXPECT_EQ(stats.at("uplink").at("forwarding").at("known-unicast"), 1);
+
+  // Teardown order: ports first, then the hub (which stops the uplink thread).
+  a.reset();
+  hub.reset();
+  EXPECT_EQ(::if_nametoindex("uvsw-up"), 0u);
+}
+
+}  // namespace
+}  // namespace uvhost::backends

@@ -1,0 +1,150 @@
+// device_datapath.h - the datapath of one port: the DatapathHooks the vhost-user device
+// drives, running each virtqueue's handler on a worker thread, with the poll mode, the
+// burst size and the fairness weights the port was given, moving frames between the
+// guest's rings and the port's backend (backends/port_backend.h).
+//
+// Design
+// ------
+//  Each vring has a handler (a sync::WorkItem) on the worker its queue pair was mapped
+//  to (worker_pool.h). What queues the handler: its kick eventfd becoming readable
+//  (the worker sleeps in epoll_wait on them), a frame injected for a receive queue
+//  (RxInjector), the backend's pull fd (a tap), a control change. The handler runs
+//  bursts of up to `burst` packets, publishing the used entries and signalling the
+//  guest (EVENT_IDX / flags honoured, suppressed calls counted) after each burst;
+//  after `weight_packets` packets or `weight_bytes` bytes in one turn it re-queues
+//  itself and returns, so the other queues of the worker get a turn
+//  (VHOST_NET_PKT_WEIGHT / VHOST_NET_WEIGHT). When its ring runs dry it waits the way
+//  its PollSettings say (poll_mode.h): re-enable kicks with the re-check and sleep,
+//  or busy-poll first, or keep polling.
+//
+//  Control plane: every hook runs its change on the owning worker (Worker::run) -
+//  between two handler runs of that worker, so the handlers read their vring's state
+//  without a lock, and other workers' queues keep moving. Guest memory is read
+//  through GuardedGuestMemory per burst (and per poll check): the policy chosen for
+//  the device decides what a reader pays (seed 002).
+//
+//  Receive: a frame for the guest comes from the vring's inbound FrameRing (pushed by
+//  inject(): the switch, loopback) or from the backend's pull(). Without guest
+//  buffers the frame is held, kicks are enabled on the receive ring (with the
+//  re-check) and the handler sleeps until the guest posts some; meanwhile further
+//  injected frames wait in the FrameRing and, when it is full, are dropped and
+//  counted (never a wait: a guest that stops reading cannot stall its senders). Pull
+//  backends keep their frames (a tap's own queue) until then.
+//
+// Contract
+// --------
+//  - Hooks: on one control thread (datapath_hooks.h). They block until the worker ran
+//    the change; never call them from a worker.
+//  - inject(), set_poll(), snapshot(): any thread.
+//  - The backend is attached in the constructor and detached first thing in the
+//    destructor (no inject after that), which then stops every running ring.
+//  - Packets that the guest made available and that a handler popped are always
+//    completed (used entry added and published) before the handler returns: a ring
+//    stopped between handler runs is consistent, and a poll-mode switch loses nothing.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "uvhost/backends/port_backend.h"
+#include "uvhost/datapath/poll_mode.h"
+#include "uvhost/datapath/queue_stats.h"
+#include "uvhost/datapath/worker.h"
+#include "uvhost/vhost_user/datapath_hooks.h"
+
+namespace uvhost::datapath {
+
+struct DatapathOptions {
+  std::string name = "port";
+  uint32_t queue_pairs = 1;
+  uint32_t burst = 64;              // packets between used-ring publications
+  uint32_t weight_packets = 256;    // per handler turn (VHOST_NET_PKT_WEIGHT)
+  uint64_t weight_bytes = 0x80000;  // per handler turn (VHOST_NET_WEIGHT)
+  PollSettings poll;                // initial settings of every queue
+  size_t inbound_frames = 1024;     // frames a receive queue holds for the guest
+};
+
+struct Vring;
+
+class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::RxInjector {
+ public:
+  // The largest frame moved either way (a 64 KiB GSO frame plus Ethernet and VLAN
+  // headers); a larger one is dropped and counted.
+  static constexpr size_t kMaxFrame = 65535 + 14 + 4;
+
+  // `pair_workers`: one worker per queue pair (WorkerPool::assign). They outlive this.
+  DeviceDatapath(DatapathOptions options, backends::PortBackend& backend, std::vector<Worker*> pair_workers);
+  ~DeviceDatapath() override;
+  DeviceDatapath(const DeviceDatapath&) = delete;
+  DeviceDatapath& operator=(const DeviceDatapath&) = delete;
+
+  const DatapathOptions& options() const noexcept { return options_; }
+  uint32_t queue_count() const noexcept { return options_.queue_pairs * 2; }
+
+  // Changes the poll settings of vring `index` (nullopt: every vring) while traffic
+  // runs; the handler is queued so a sleeping queue starts polling at once. false:
+  // no such vring.
+  bool set_poll(std::optional<uint32_t> index, const PollSettings& settings);
+  PollSettings poll(uint32_t index) const;
+
+  std::vector<QueueSnapshot> snapshot() const;
+  uint64_t rarp_requests() const noexcept { return rarp_requests_.load(std::memory_order_relaxed); }
+
+  // RxInjector
+  bool inject(uint32_t pair, backends::PacketPtr packet) noexcept override;
+  uint32_t queue_pairs() const noexcept override { return options_.queue_pairs; }
+
+  // DatapathHooks (control thread)
+  bool queue_started(const vhost_user::QueueStart& start, virtio::GuardedGuestMemory& memory) override;
+  uint16_t queue_stopped(uint32_t index) override;
+  void queue_enabled(uint32_t index, bool enabled) override;
+  void call_fd_changed(uint32_t index, int call_fd) override;
+  void used_log_changed(uint32_t index, bool log_used, uint64_t log_guest_addr) override;
+  void memory_changed() override {}
+  void features_changed(uint64_t features) override;
+  void log_changed(vhost_user::DirtyLog* log) override;
+  void rarp_requested(const std::array<uint8_t, 6>& mac) override;
+
+ private:
+  // What a burst came to.
+  struct Burst {
+    size_t entries = 0;  // ring entries consumed (transmit) or frames handled (receive)
+    uint64_t bytes = 0;
+    bool blocked = false;  // receive: a frame waits for guest buffers
+  };
+  enum class AfterIdle { kContinue, kRequeue, kQueued, kSleep };
+
+  // Worker thread.
+  void handle(Vring& q);
+  Burst transmit_burst(Vring& q);
+  Burst receive_burst(Vring& q);
+  bool take_receive_frame(Vring& q, backends::Packet*& packet);
+  void release_receive_frame(Vring& q);
+  bool wait_for_buffers(Vring& q);
+  AfterIdle idle(Vring& q);
+  AfterIdle sleep(Vring& q, std::chrono::steady_clock::time_point now);
+  bool has_work(Vring& q);
+  void set_kicks(Vring& q, bool enabled);
+  void publish_and_signal(Vring& q, const virtio::GuestMemoryMap& map);
+  void add_used(Vring& q, const virtio::GuestMemoryMap& map, uint16_t head, uint32_t len);
+  bool start_on_worker(Vring& q, const vhost_user::QueueStart& start, virtio::GuardedGuestMemory& memory);
+  uint16_t stop_on_worker(Vring& q);
+  void drop_pending_receive(Vring& q);
+  void on_kick(Vring& q);
+  void refresh_view(Vring& q);
+
+  // Runs fn(vring) on each vring's worker, one vring at a time.
+  template <class Fn>
+  void for_each_on_worker(Fn fn);
+
+  DatapathOptions options_;
+  backends::PortBackend& backend_;
+  std::vector<std::unique_ptr<Vring>> vrings_;
+  std::atomic<uint64_t> rarp_requests_{0};
+};
+
+}  // namespace uvhost::datapath

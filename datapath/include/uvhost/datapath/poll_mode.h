@@ -1,0 +1,68 @@
+// poll_mode.h - how a virtqueue's handler waits when its ring runs dry (seeds 001
+// and 003), chosen per queue and changeable while traffic runs.
+//
+//   notify    sleep at once: re-enable guest kicks (with the re-check) and let the
+//             worker sleep until the next kick (vhost-net without busyloop_timeout).
+//   busy      keep polling the ring, kicks disabled, for up to busy_us microseconds
+//             before going to sleep as `notify` does (vhost-net's busyloop_timeout,
+//             seed 001).
+//   always    never sleep: poll as long as the queue runs, like a DPDK PMD. The
+//             handler re-queues itself after every empty pass, so other queues on
+//             the same worker still get their turns.
+//   adaptive  `busy` with a timeout that follows the gaps observed between arrivals
+//             on this queue (AdaptivePollTimeout): short gaps -> poll a little longer
+//             than the typical gap; gaps longer than busy_us -> do not poll at all.
+//
+// When a busy poll ends before its timeout (ExitPolicy, seed 003):
+//   any       any item pending on the worker ends the poll, and the handler then
+//             re-queues itself with kicks still disabled (vhost's busyloop_intr set
+//             on any vhost_has_work(): the pre-2018 behaviour);
+//   accurate  only pending work of this queue, or of another virtqueue on the same
+//             worker, ends the poll; this queue re-queues itself only when the work
+//             is its own, and otherwise goes to sleep the `notify` way (vhost's
+//             vhost_has_work_pending(), seed 003). Control items do not interrupt.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace uvhost::datapath {
+
+enum class PollMode : uint8_t { kNotify, kBusy, kAlways, kAdaptive };
+enum class ExitPolicy : uint8_t { kAccurate, kAnyWork };
+
+struct PollSettings {
+  PollMode mode = PollMode::kNotify;
+  uint32_t busy_us = 50;  // busy: the timeout; adaptive: the largest timeout
+  ExitPolicy exit = ExitPolicy::kAccurate;
+
+  friend bool operator==(const PollSettings&, const PollSettings&) = default;
+};
+
+// Why a busy poll (or a pass of `always`) ended. Counted per queue.
+enum class PollExit : uint8_t {
+  kWork,        // this ring got work
+  kOwnKick,     // this queue's handler was queued (a kick, a ready fd, an injected frame)
+  kOtherQueue,  // another virtqueue on this worker is pending
+  kAnyWork,     // (policy any) some item is pending on the worker
+  kTimeout,     // nothing came within the timeout
+};
+inline constexpr size_t kPollExitCount = 5;
+
+std::string_view to_string(PollMode mode) noexcept;
+std::string_view to_string(ExitPolicy policy) noexcept;
+std::string_view to_string(PollExit exit) noexcept;
+std::optional<PollMode> parse_poll_mode(std::string_view text) noexcept;
+std::optional<ExitPolicy> parse_exit_policy(std::string_view text) noexcept;
+// "busy(50us,accurate)", "notify", "always", "adaptive(<=50us,accurate)".
+std::string describe(const PollSettings& settings);
+
+// Packs settings into one word so a queue's settings can be replaced atomically while
+// its worker reads them (a relaxed load per idle phase).
+uint64_t pack(const PollSettings& settings) noexcept;
+PollSettings unpack(uint64_t word) noexcept;
+
+}  // namespace uvhost::datapath

@@ -1,0 +1,62 @@
+// queue_stats.h - per-virtqueue counters of the datapath, and their snapshot.
+//
+// Counters are written by the queue's worker only (a relaxed load + store: no locked
+// instruction on the hot path, no shared cache line between workers) and read by
+// anyone (`uvhost ctl stats`) with relaxed loads: each value is exact and monotonic,
+// a snapshot of several is not atomic as a whole. inject_dropped is the exception:
+// producers on other threads count it, with fetch_add.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "uvhost/datapath/poll_mode.h"
+
+namespace uvhost::datapath {
+
+class SingleWriterCounter {
+ public:
+  void add(uint64_t n = 1) noexcept {
+    // relaxed: single writer; readers want a value, not an ordering.
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t get() const noexcept { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
+struct QueueCounters {
+  SingleWriterCounter packets;           // TX: taken from the guest; RX: delivered to it
+  SingleWriterCounter bytes;             // frame bytes, virtio-net header excluded
+  SingleWriterCounter dropped;           // TX: refused by the backend or unusable; RX: could not be delivered
+  SingleWriterCounter kicks;             // guest kicks read from the kick eventfd
+  SingleWriterCounter calls;             // call eventfd writes
+  SingleWriterCounter calls_suppressed;  // used entries published without a call (EVENT_IDX / flags)
+  SingleWriterCounter polls;             // busy polls started (and `always` passes)
+  SingleWriterCounter poll_ns;           // time spent in them
+  std::array<SingleWriterCounter, kPollExitCount> exits;  // how each ended (PollExit)
+  SingleWriterCounter weight_yields;     // turns ended by the packet/byte weight with work left
+  SingleWriterCounter handler_runs;      // handler invocations
+  SingleWriterCounter rx_waits;          // RX: waits for the guest to post buffers
+  std::atomic<uint64_t> inject_dropped{0};  // RX: frames refused at inject (ring full, queue stopped)
+};
+
+struct QueueSnapshot {
+  uint32_t index = 0;
+  uint32_t pair = 0;
+  bool is_tx = false;
+  std::string worker;
+  bool started = false;
+  bool enabled = false;
+  bool broken = false;
+  PollSettings poll;
+  uint64_t packets = 0, bytes = 0, dropped = 0, kicks = 0, calls = 0, calls_suppressed = 0;
+  uint64_t polls = 0, poll_ns = 0, weight_yields = 0, handler_runs = 0, rx_waits = 0, inject_dropped = 0;
+  std::array<uint64_t, kPollExitCount> exits{};
+  uint64_t adaptive_average_ns = 0;
+};
+
+}  // namespace uvhost::datapath

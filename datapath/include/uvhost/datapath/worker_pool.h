@@ -1,0 +1,61 @@
+// worker_pool.h - which worker serves which virtqueue: the mapping chosen per port.
+//
+//   device  one worker for every queue of the port (vhost-net: one vhost thread per
+//           device);
+//   pair    one worker per queue pair (its receive and transmit queue together);
+//   pool    the daemon's shared pool of N workers; the port's queue pairs are dealt
+//           round-robin over it, continuing where the previous port stopped, so
+//           several ports share workers (fewer threads than queues).
+// A pair's two vrings are always on the same worker: loopback and the RX side of a
+// request/response stay on one thread.
+//
+// Contract
+// --------
+//  - WorkerPool owns every worker it made; they live until the pool is destroyed,
+//    which must come after every port using them is gone.
+//  - assign() is called at port creation (control thread, before traffic) and returns
+//    one Worker per queue pair. Not thread-safe against itself; workers() neither.
+//  - set_enqueue_strategy() applies to every worker (or the one named) at once, live.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "uvhost/datapath/worker.h"
+
+namespace uvhost::datapath {
+
+enum class WorkerMapping : uint8_t { kDevice, kQueuePair, kPool };
+std::string_view to_string(WorkerMapping mapping) noexcept;
+std::optional<WorkerMapping> parse_worker_mapping(std::string_view text) noexcept;  // device, pair, pool
+
+class WorkerPool {
+ public:
+  // `pool_size`: workers of the shared pool (made on first use), at least 1.
+  explicit WorkerPool(uint32_t pool_size = 2, sync::EnqueueStrategy strategy = sync::EnqueueStrategy::kLockless);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  std::vector<Worker*> assign(const std::string& port, WorkerMapping mapping, uint32_t queue_pairs);
+
+  const std::vector<std::unique_ptr<Worker>>& workers() const noexcept { return workers_; }
+  Worker* find(std::string_view name) const noexcept;
+  // false: no worker of that name.
+  bool set_enqueue_strategy(sync::EnqueueStrategy strategy, std::string_view worker = {});
+
+ private:
+  Worker* make(std::string name);
+
+  uint32_t pool_size_;
+  sync::EnqueueStrategy strategy_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<Worker*> shared_;  // the pool, made on first use
+  uint32_t next_shared_ = 0;
+};
+
+}  // namespace uvhost::datapath

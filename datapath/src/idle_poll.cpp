@@ -1,0 +1,167 @@
+// idle_poll.cpp - a virtqueue handler's turn, and what it does when its ring runs dry:
+// the poll modes (seed 001) and the busy poll's exit policy (seed 003). See
+// poll_mode.h and device_datapath.h. Worker thread.
+#include <chrono>
+
+#include "uvhost/datapath/device_datapath.h"
+#include "uvhost/sync/cpu_relax.h"
+#include "vring.h"
+
+namespace uvhost::datapath {
+
+namespace {
+
+uint64_t nanoseconds(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
+
+}  // namespace
+
+void DeviceDatapath::handle(Vring& q) {
+  if (!q.running()) {
+    if (!q.is_tx) drop_pending_receive(q);
+    return;
+  }
+  q.counters.handler_runs.add();
+  // Adaptive mode learns the gap from "found dry" to "work arrived"; arriving here
+  // after a sleep is such an arrival (the poll loop records its own).
+  if (q.idle_since) {
+    q.adaptive.on_gap(nanoseconds(Clock::now() - *q.idle_since));
+    q.idle_since.reset();
+  }
+  // Transmit: no kicks while we drain (vhost_disable_notify); receive: kicks are only
+  // wanted while waiting for buffers, and we are not waiting now.
+  set_kicks(q, false);
+
+  size_t turn_entries = 0;
+  uint64_t turn_bytes = 0;
+  for (;;) {
+    const Burst burst = q.is_tx ? transmit_burst(q) : receive_burst(q);
+    turn_entries += burst.entries;
+    turn_bytes += burst.bytes;
+    if (!q.running()) {
+      refresh_view(q);  // broken by the guest: report it, stop taking injects
+      return;
+    }
+    if (burst.blocked) {
+      if (wait_for_buffers(q)) {
+        set_kicks(q, false);
+        continue;
+      }
+      return;  // the guest's kick brings us back
+    }
+    if (burst.entries > 0) {
+      if (turn_entries >= options_.weight_packets || turn_bytes >= options_.weight_bytes) {
+        // Fair share used up with work left: let the worker's other items run first.
+        q.counters.weight_yields.add();
+        q.worker->queue(q.handler);
+        return;
+      }
+      continue;
+    }
+    switch (idle(q)) {
+      case AfterIdle::kContinue: continue;
+      case AfterIdle::kRequeue: q.worker->queue(q.handler); return;
+      case AfterIdle::kQueued:
+      case AfterIdle::kSleep: return;
+    }
+  }
+}
+
+bool DeviceDatapath::has_work(Vring& q) {
+  if (q.is_tx) {
+    return q.memory->read([&](const virtio::GuestMemoryMap& map) { return q.ring->available(map) > 0; });
+  }
+  // Receive: frames injected. (A pull backend's fd, a kick, and any other reason to
+  // run show up as our handler being queued: maybe_poll_events() dispatches them.)
+  return !q.inbound->empty() || q.pulled_held || q.held != nullptr;
+}
+
+DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
+  const PollSettings settings = unpack(q.poll_word.load(std::memory_order_relaxed));
+  const auto start = Clock::now();
+  if (settings.mode == PollMode::kNotify || !q.enabled) return sleep(q, start);
+  if (settings.mode == PollMode::kAlways) {
+    // One empty pass; come back after the worker's other items (and their kicks).
+    q.counters.polls.add();
+    q.worker->maybe_poll_events(start);
+    return AfterIdle::kRequeue;
+  }
+  const uint64_t cap_ns = uint64_t{settings.busy_us} * 1000;
+  const uint64_t timeout_ns = settings.mode == PollMode::kAdaptive ? q.adaptive.timeout_ns(cap_ns) : cap_ns;
+  if (timeout_ns == 0) return sleep(q, start);
+
+  q.counters.polls.add();
+  PollExit exit = PollExit::kTimeout;
+  Clock::time_point now = start;
+  for (;;) {
+    now = Clock::now();
+    if (has_work(q)) {
+      exit = PollExit::kWork;
+      break;
+    }
+    if (q.handler.is_queued()) {
+      exit = PollExit::kOwnKick;
+      break;
+    }
+    if (settings.exit == ExitPolicy::kAnyWork) {
+      if (q.worker->work_queue().has_pending()) {
+        exit = PollExit::kAnyWork;
+        break;
+      }
+    } else if (q.worker->other_datapath_pending(&q.handler)) {
+      exit = PollExit::kOtherQueue;
+      break;
+    }
+    if (nanoseconds(now - start) >= timeout_ns) break;
+    q.worker->maybe_poll_events(now);
+    sync::cpu_relax();
+  }
+  const uint64_t spent = nanoseconds(now - start);
+  q.counters.poll_ns.add(spent);
+  q.counters.exits[static_cast<size_t>(exit)].add();
+  switch (exit) {
+    case PollExit::kWork:
+      q.adaptive.on_gap(spent);
+      return AfterIdle::kContinue;
+    case PollExit::kOwnKick:
+      // Our handler is queued already (a kick, a ready fd, a control change): return
+      // and let that run come - continuing here would leave it queued, and a busy poll
+      // that sees it queued would end at once, forever.
+      q.adaptive.on_gap(spent);
+      return AfterIdle::kQueued;
+    case PollExit::kAnyWork:
+      // Seed 003's "before": any pending work counts as an interruption of this
+      // queue's poll, so it re-queues itself with kicks still off.
+      return AfterIdle::kRequeue;
+    case PollExit::kOtherQueue:
+      // Seed 003's fix: the work is not ours; give the worker up the notify way.
+      return sleep(q, now);
+    case PollExit::kTimeout:
+      if (settings.mode == PollMode::kAdaptive) q.adaptive.on_timeout(timeout_ns);
+      return sleep(q, now);
+  }
+  return sleep(q, now);
+}
+
+// Go to sleep the `notify` way: transmit re-enables guest kicks and re-checks the
+// ring (a buffer made available before the guest could see kicks enabled would
+// otherwise wait for the next kick: the lost-wakeup race). Receive needs no kick to
+// learn about frames (inject() and the pull fd queue the handler), only a re-check.
+DeviceDatapath::AfterIdle DeviceDatapath::sleep(Vring& q, Clock::time_point now) {
+  if (q.is_tx) {
+    bool work = false;
+    q.memory->read([&](const virtio::GuestMemoryMap& map) { work = q.ring->enable_guest_kicks(map); });
+    q.kicks_disabled = false;
+    if (work) {
+      // Something slipped in: take it now, but after the worker's other pending items.
+      return AfterIdle::kRequeue;
+    }
+  } else if (has_work(q)) {
+    return AfterIdle::kRequeue;
+  }
+  q.idle_since = now;
+  return AfterIdle::kSleep;
+}
+
+}  // namespace uvhost::datapath

@@ -1,0 +1,81 @@
+// worker_pool.cpp - see worker_pool.h.
+#include "uvhost/datapath/worker_pool.h"
+
+#include <fmt/format.h>
+
+namespace uvhost::datapath {
+
+std::string_view to_string(WorkerMapping mapping) noexcept {
+  switch (mapping) {
+    case WorkerMapping::kDevice: return "device";
+    case WorkerMapping::kQueuePair: return "pair";
+    case WorkerMapping::kPool: return "pool";
+  }
+  return "?";
+}
+
+std::optional<WorkerMapping> parse_worker_mapping(std::string_view text) noexcept {
+  if (text == "device") return WorkerMapping::kDevice;
+  if (text == "pair") return WorkerMapping::kQueuePair;
+  if (text == "pool") return WorkerMapping::kPool;
+  return std::nullopt;
+}
+
+WorkerPool::WorkerPool(uint32_t pool_size, sync::EnqueueStrategy strategy)
+    : pool_size_(pool_size == 0 ? 1 : pool_size), strategy_(strategy) {}
+
+// Workers stop (running what is queued) in reverse order of creation.
+WorkerPool::~WorkerPool() {
+  while (!workers_.empty()) workers_.pop_back();
+}
+
+Worker* WorkerPool::make(std::string name) {
+  workers_.push_back(std::make_unique<Worker>(std::move(name), strategy_));
+  return workers_.back().get();
+}
+
+std::vector<Worker*> WorkerPool::assign(const std::string& port, WorkerMapping mapping, uint32_t queue_pairs) {
+  std::vector<Worker*> out;
+  out.reserve(queue_pairs);
+  switch (mapping) {
+    case WorkerMapping::kDevice: {
+      Worker* worker = make(port + ".w0");
+      out.assign(queue_pairs, worker);
+      break;
+    }
+    case WorkerMapping::kQueuePair:
+      for (uint32_t pair = 0; pair < queue_pairs; ++pair) out.push_back(make(fmt::format("{}.w{}", port, pair)));
+      break;
+    case WorkerMapping::kPool:
+      if (shared_.empty()) {
+        for (uint32_t i = 0; i < pool_size_; ++i) shared_.push_back(make(fmt::format("pool.w{}", i)));
+      }
+      for (uint32_t pair = 0; pair < queue_pairs; ++pair) {
+        out.push_back(shared_[next_shared_]);
+        next_shared_ = (next_shared_ + 1) % static_cast<uint32_t>(shared_.size());
+      }
+      break;
+  }
+  return out;
+}
+
+Worker* WorkerPool::find(std::string_view name) const noexcept {
+  for (const auto& worker : workers_) {
+    if (worker->name() == name) return worker.get();
+  }
+  return nullptr;
+}
+
+bool WorkerPool::set_enqueue_strategy(sync::EnqueueStrategy strategy, std::string_view worker) {
+  if (worker.empty()) {
+    strategy_ = strategy;
+    for (const auto& w : workers_) w->work_queue().set_strategy(strategy);
+    return true;
+  }
+  Worker* found = find(worker);
+  if (found == nullptr) return false;
+  found->work_queue().set_strategy(strategy);
+  return true;
+}
+
+}  // namespace uvhost::datapath

@@ -1,0 +1,416 @@
+// datapath_e2e_test.cpp - the datapath through the daemon, end to end: our embedded
+// Frontend as the VM, `Daemon` as `uvhost serve` runs it, the control requests as
+// `uvhost ctl` sends them. Every poll mode carries traffic; switching modes under load
+// loses nothing; two frontends talk through the switch; the worker mappings; a guest
+// that stops reading its receive ring costs it drops (counted) and nobody else
+// anything; the counters add up (sent = taken + dropped, taken = delivered + dropped).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve_test_support.h"
+#include "uvhost/serve/daemon.h"
+
+namespace uvhost::serve {
+namespace {
+
+using namespace uvhost::serve::testing;
+using datapath::PollMode;
+
+nlohmann::json stats(Daemon& daemon) {
+  nlohmann::json reply = daemon.control({{"cmd", "stats"}});
+  EXPECT_TRUE(reply.value("ok", false)) << reply.dump();
+  return reply;
+}
+
+const nlohmann::json& queue_of(const nlohmann::json& stats, size_t port, size_t index) {
+  return stats.at("ports").at(port).at("queues").at(index);
+}
+
+// Sends and echoes `frames` in batches (the loopback drops what finds no receive
+// buffer, so a batch stays well under the ring); returns how many came back intact.
+size_t echo_all(Frontend& frontend, const std::vector<std::vector<std::byte>>& frames, uint32_t pair = 0) {
+  constexpr size_t kBatch = 32;
+  size_t good = 0;
+  for (size_t first = 0; first < frames.size(); first += kBatch) {
+    const size_t last = std::min(frames.size(), first + kBatch);
+    const std::vector<std::vector<std::byte>> batch(frames.begin() + static_cast<std::ptrdiff_t>(first),
+                                                    frames.begin() + static_cast<std::ptrdiff_t>(last));
+    if (!send_all(frontend, batch, pair)) return good;
+    const auto got = receive(frontend, batch.size(), kPatience, pair);
+    for (size_t i = 0; i < got.size() && i < batch.size(); ++i) {
+      if (got[i] == reflected(batch[i])) ++good;
+    }
+    if (got.size() != batch.size()) return good;
+  }
+  return good;
+}
+
+class PollModeTest : public ::testing::TestWithParam<PollMode> {};
+
+TEST_P(PollModeTest, SinkTakesEveryFrameAndCountsAddUp) {
+  TempDir dir;
+  PortSpec spec = port("sink", dir.file("s.sock"));
+  spec.poll.mode = GetParam();
+  Daemon daemon({spec});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto frontend = connect(dir.file("s.sock"), error);
+  ASSERT_NE(frontend, nullptr) << error;
+  const auto frames = make_frames(5000, 1);
+  ASSERT_TRUE(send_all(*frontend, frames)) << frontend->error();
+  ASSERT_TRUE(wait_tx_done(*frontend)) << frontend->error();
+
+  const nlohmann::json s = stats(daemon);
+  const auto& tx = queue_of(s, 0, 1);
+  EXPECT_EQ(tx.at("direction"), "tx");
+  EXPECT_EQ(tx.at("poll").at("mode"), std::string(datapath::to_string(GetParam())));
+  EXPECT_EQ(tx.at("packets").get<uint64_t>(), frames.size());
+  EXPECT_EQ(tx.at("bytes").get<uint64_t>(), total_bytes(frames));
+  EXPECT_EQ(tx.at("dropped").get<uint64_t>(), 0u);
+  EXPECT_EQ(s.at("ports").at(0).at("backend_stats").at("frames").get<uint64_t>(), frames.size());
+  if (GetParam() == PollMode::kBusy || GetParam() == PollMode::kAdaptive) {
+    // Every busy poll ended for exactly one reason (one may still be running: the
+    // counters are read while the worker polls).
+    uint64_t exits = 0;
+    for (const auto& [reason, count] : tx.at("poll_exits").items()) exits += count.get<uint64_t>();
+    const uint64_t polls = tx.at("polls").get<uint64_t>();
+    EXPECT_LE(exits, polls);
+    EXPECT_GE(exits + 1, polls);
+  }
+  frontend.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.tx_dropped, 0u);
+}
+
+TEST_P(PollModeTest, LoopbackEchoesEveryFrame) {
+  TempDir dir;
+  PortSpec spec = port("loop", dir.file("l.sock"), BackendKind::kLoopback);
+  spec.poll.mode = GetParam();
+  Daemon daemon({spec});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto frontend = connect(dir.file("l.sock"), error);
+  ASSERT_NE(frontend, nullptr) << error;
+  const auto frames = make_frames(2000, 7);
+  EXPECT_EQ(echo_all(*frontend, frames), frames.size()) << frontend->error();
+  frontend.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.rx_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.rx_dropped, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMode, PollModeTest,
+                         ::testing::Values(PollMode::kNotify, PollMode::kBusy, PollMode::kAlways, PollMode::kAdaptive),
+                         [](const auto& info) { return std::string(datapath::to_string(info.param)); });
+
+// The control thread flips the port's poll mode every millisecond while the frontend
+// sends; the ring accepted every frame, so the sink must count every frame.
+TEST(DatapathE2E, SwitchingPollModesUnderLoadLosesNothing) {
+  TempDir dir;
+  Daemon daemon({port("sink", dir.file("s.sock")), port("loop", dir.file("l.sock"), BackendKind::kLoopback)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto sink = connect(dir.file("s.sock"), error);
+  ASSERT_NE(sink, nullptr) << error;
+  auto loop = connect(dir.file("l.sock"), error);
+  ASSERT_NE(loop, nullptr) << error;
+
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> switches{0};
+  std::thread switcher([&] {
+    const char* modes[] = {"busy", "always", "notify", "adaptive"};
+    for (size_t i = 0; !done.load(); ++i) {
+      for (const char* name : {"sink", "loop"}) {
+        const auto reply =
+            daemon.control({{"cmd", "set"}, {"port", name}, {"poll", modes[i % 4]}, {"busy_us", 20 + i % 50}});
+        EXPECT_TRUE(reply.value("ok", false)) << reply.dump();
+      }
+      switches.fetch_add(1);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  const auto frames = make_frames(20000, 3);
+  const bool sent = send_all(*sink, frames) && wait_tx_done(*sink);
+  const auto echo_frames = make_frames(3000, 11);
+  const size_t echoed = echo_all(*loop, echo_frames);
+  done.store(true);
+  switcher.join();
+  ASSERT_TRUE(sent) << sink->error();
+  EXPECT_EQ(echoed, echo_frames.size()) << loop->error();
+  EXPECT_GT(switches.load(), 10u);
+  sink.reset();
+  loop.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
+  EXPECT_EQ(reports[1].totals.rx_packets, echo_frames.size());
+}
+
+// Two guests on switch ports: a broadcast from B floods to A (and teaches the switch
+// where B is); A's unicast to B then goes to B alone.
+TEST(DatapathE2E, TwoFrontendsTalkThroughTheSwitch) {
+  TempDir dir;
+  Daemon daemon({port("a", dir.file("a.sock"), BackendKind::kSwitch), port("b", dir.file("b.sock"), BackendKind::kSwitch),
+                 port("c", dir.file("c.sock"), BackendKind::kSwitch)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto a = connect(dir.file("a.sock"), error);
+  ASSERT_NE(a, nullptr) << error;
+  auto b = connect(dir.file("b.sock"), error);
+  ASSERT_NE(b, nullptr) << error;
+  auto c = connect(dir.file("c.sock"), error);
+  ASSERT_NE(c, nullptr) << error;
+
+  const std::array<uint8_t, 6> mac_a{0x02, 0xaa, 0, 0, 0, 1};
+  const std::array<uint8_t, 6> mac_b{0x02, 0xbb, 0, 0, 0, 2};
+  auto frame = [](const std::array<uint8_t, 6>& dst, const std::array<uint8_t, 6>& src, uint32_t seq) {
+    auto f = make_frame(128, seq);
+    std::memcpy(f.data(), dst.data(), 6);
+    std::memcpy(f.data() + 6, src.data(), 6);
+    return f;
+  };
+  const std::array<uint8_t, 6> broadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  // b announces itself; a and c both see the broadcast.
+  const auto hello = frame(broadcast, mac_b, 1);
+  ASSERT_TRUE(send_all(*b, {hello}));
+  auto at_a = receive(*a, 1, kPatience);
+  auto at_c = receive(*c, 1, kPatience);
+  ASSERT_EQ(at_a.size(), 1u);
+  ASSERT_EQ(at_c.size(), 1u);
+  EXPECT_EQ(at_a[0], hello);
+  // a -> b, unicast, 200 frames: b gets them all, c none.
+  std::vector<std::vector<std::byte>> unicast;
+  for (uint32_t i = 0; i < 200; ++i) unicast.push_back(frame(mac_b, mac_a, 100 + i));
+  std::vector<std::vector<std::byte>> got;
+  for (size_t first = 0; first < unicast.size(); first += 32) {
+    const std::vector<std::vector<std::byte>> batch(unicast.begin() + static_cast<std::ptrdiff_t>(first),
+                                                    unicast.begin() + static_cast<std::ptrdiff_t>(std::min(first + 32, unicast.size())));
+    ASSERT_TRUE(send_all(*a, batch));
+    auto part = receive(*b, batch.size(), kPatience);
+    got.insert(got.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(got, unicast);
+  EXPECT_TRUE(receive(*c, 1, 100ms).empty());
+  const nlohmann::json s = stats(daemon);
+  EXPECT_TRUE(s.contains("switch")) << s.dump();
+  a.reset();
+  b.reset();
+  c.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[1].totals.rx_packets, 200u);  // b: the unicast frames
+  EXPECT_EQ(reports[2].totals.rx_packets, 1u);    // c: only the broadcast
+  EXPECT_EQ(reports[0].totals.rx_packets, 1u);    // a: only the broadcast
+}
+
+// Each mapping puts the two pairs' vrings where it says, and traffic flows on both.
+TEST(DatapathE2E, WorkerMappingsPlaceQueuesAndCarryTraffic) {
+  for (const auto mapping : {datapath::WorkerMapping::kDevice, datapath::WorkerMapping::kQueuePair,
+                             datapath::WorkerMapping::kPool}) {
+    SCOPED_TRACE(std::string(datapath::to_string(mapping)));
+    TempDir dir;
+    PortSpec spec = port("m", dir.file("m.sock"), BackendKind::kLoopback, 2);
+    spec.workers = mapping;
+    DaemonOptions options;
+    options.pool_workers = 2;
+    Daemon daemon({spec}, options);
+    std::string error;
+    ASSERT_TRUE(daemon.start(error)) << error;
+    FrontendOptions frontend_options;
+    frontend_options.queue_pairs = 2;
+    auto frontend = connect(dir.file("m.sock"), error, frontend_options);
+    ASSERT_NE(frontend, nullptr) << error;
+    for (uint32_t pair = 0; pair < 2; ++pair) {
+      const auto frames = make_frames(500, 1000 * pair);
+      EXPECT_EQ(echo_all(*frontend, frames, pair), frames.size()) << frontend->error();
+    }
+    const nlohmann::json s = stats(daemon);
+    std::map<uint32_t, std::string> worker_of;
+    for (const auto& q : s.at("ports").at(0).at("queues")) worker_of[q.at("index")] = q.at("worker");
+    EXPECT_EQ(worker_of[0], worker_of[1]);  // a pair's vrings share a worker
+    EXPECT_EQ(worker_of[2], worker_of[3]);
+    switch (mapping) {
+      case datapath::WorkerMapping::kDevice: EXPECT_EQ(worker_of[0], worker_of[2]); break;
+      case datapath::WorkerMapping::kQueuePair:
+      case datapath::WorkerMapping::kPool: EXPECT_NE(worker_of[0], worker_of[2]); break;
+    }
+    if (mapping == datapath::WorkerMapping::kPool) EXPECT_EQ(worker_of[0].rfind("pool.", 0), 0u);
+    uint64_t items = 0;
+    for (const auto& w : s.at("workers")) items += w.at("items_run").get<uint64_t>();
+    EXPECT_GT(items, 0u);
+    frontend.reset();
+    (void)stop_and_report(daemon);
+  }
+}
+
+// A guest that never reads its receive ring: what is reflected to it piles up, then
+// is dropped and counted; its transmit ring keeps moving, and another port's traffic
+// is unaffected.
+TEST(DatapathE2E, AGuestThatStopsReadingCostsOnlyItsOwnDrops) {
+  TempDir dir;
+  Daemon daemon({port("loop", dir.file("l.sock"), BackendKind::kLoopback), port("sink", dir.file("s.sock"))});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto deaf = connect(dir.file("l.sock"), error);
+  ASSERT_NE(deaf, nullptr) << error;
+  auto other = connect(dir.file("s.sock"), error);
+  ASSERT_NE(other, nullptr) << error;
+  const auto frames = make_frames(6000, 5);
+  ASSERT_TRUE(send_all(*deaf, frames)) << deaf->error();  // never polls its RX ring
+  ASSERT_TRUE(wait_tx_done(*deaf)) << deaf->error();
+  const auto other_frames = make_frames(3000, 9);
+  ASSERT_TRUE(send_all(*other, other_frames) && wait_tx_done(*other)) << other->error();
+  deaf.reset();
+  other.reset();
+  const auto reports = stop_and_report(daemon);
+  const PortTotals& loop = reports[0].totals;
+  EXPECT_EQ(loop.tx_packets, frames.size());
+  EXPECT_GT(loop.rx_dropped, 0u);
+  EXPECT_EQ(loop.rx_packets + loop.rx_dropped, frames.size());  // each frame delivered or dropped, once
+  EXPECT_EQ(reports[1].totals.tx_packets, other_frames.size());
+}
+
+// Two busy queue pairs on one worker with a small weight: turns end by the weight
+// (the other queue gets the worker), and both pairs' traffic arrives.
+TEST(DatapathE2E, WeightsShareOneWorkerBetweenQueues) {
+  TempDir dir;
+  PortSpec spec = port("w", dir.file("w.sock"), BackendKind::kSink, 2);
+  spec.weight_packets = 8;
+  spec.burst = 4;
+  Daemon daemon({spec});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  FrontendOptions options;
+  options.queue_pairs = 2;
+  auto frontend = connect(dir.file("w.sock"), error, options);
+  ASSERT_NE(frontend, nullptr) << error;
+  // Fill both TX rings before either is drained much: enqueue without flushing, then flush both.
+  const auto frames = make_frames(4000, 2);
+  for (size_t i = 0; i < frames.size(); i += 128) {
+    for (uint32_t pair = 0; pair < 2; ++pair) {
+      for (size_t j = i; j < std::min(frames.size(), i + 128); ++j) {
+        while (!frontend->enqueue_tx(frames[j], pair)) ASSERT_TRUE(frontend->wait_tx_space(kPatience, pair, frames[j].size()));
+      }
+    }
+    frontend->flush_tx(0);
+    frontend->flush_tx(1);
+  }
+  ASSERT_TRUE(wait_tx_done(*frontend, 0) && wait_tx_done(*frontend, 1)) << frontend->error();
+  const nlohmann::json s = stats(daemon);
+  uint64_t yields = 0;
+  for (const auto& q : s.at("ports").at(0).at("queues")) yields += q.at("weight_yields").get<uint64_t>();
+  EXPECT_GT(yields, 0u);
+  frontend.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.tx_packets, 2 * frames.size());
+}
+
+TEST(DatapathE2E, SourceFillsTheGuestsReceiveRing) {
+  TempDir dir;
+  PortSpec spec = port("src", dir.file("src.sock"), BackendKind::kSource);
+  spec.source_frame_size = 128;
+  spec.source_rate_pps = 0;
+  Daemon daemon({spec});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto frontend = connect(dir.file("src.sock"), error);
+  ASSERT_NE(frontend, nullptr) << error;
+  const auto got = receive(*frontend, 3000, kPatience);
+  ASSERT_GE(got.size(), 3000u) << frontend->error();
+  for (const auto& frame : got) EXPECT_EQ(frame.size(), 128u);
+  frontend.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_GE(reports[0].totals.rx_packets, 3000u);
+}
+
+// A frontend that goes away in the middle of traffic (no GET_VRING_BASE, just gone),
+// then a new one: the port serves it, and the totals add up over both.
+TEST(DatapathE2E, AFrontendVanishingMidTrafficLeavesThePortWorking) {
+  TempDir dir;
+  PortSpec spec = port("loop", dir.file("l.sock"), BackendKind::kLoopback);
+  spec.poll.mode = PollMode::kBusy;
+  Daemon daemon({spec});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  {
+    auto first = connect(dir.file("l.sock"), error);
+    ASSERT_NE(first, nullptr) << error;
+    const auto frames = make_frames(300, 1);
+    for (const auto& f : frames) (void)first->send(f);  // whatever fits; then vanish
+  }
+  // The port serves one frontend at a time: wait until it noticed the first is gone.
+  const auto deadline = Clock::now() + kPatience;
+  while (daemon.control({{"cmd", "list"}}).at("ports").at(0).at("connected").get<bool>()) {
+    ASSERT_LT(Clock::now(), deadline);
+    std::this_thread::sleep_for(1ms);
+  }
+  auto second = connect(dir.file("l.sock"), error);
+  ASSERT_NE(second, nullptr) << error;
+  const auto frames = make_frames(1000, 50);
+  EXPECT_EQ(echo_all(*second, frames), frames.size()) << second->error();
+  second.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.connections, 2u);
+  EXPECT_EQ(reports[0].totals.rx_packets + reports[0].totals.rx_dropped, reports[0].totals.tx_packets);
+}
+
+TEST(DatapathE2E, ControlRequestsAreCheckedAndApplied) {
+  TempDir dir;
+  Daemon daemon({port("p", dir.file("p.sock"), BackendKind::kSink, 2)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto bad = [&](nlohmann::json request) {
+    const auto reply = daemon.control(request);
+    EXPECT_FALSE(reply.value("ok", true)) << request.dump();
+    EXPECT_TRUE(reply.contains("error")) << reply.dump();
+  };
+  bad({{"cmd", "nope"}});
+  bad({{"nocmd", 1}});
+  bad({{"cmd", "set"}, {"port", "missing"}, {"poll", "busy"}});
+  bad({{"cmd", "set"}, {"port", "p"}, {"poll", "sometimes"}});
+  bad({{"cmd", "set"}, {"port", "p"}, {"queue", 4}, {"poll", "busy"}});
+  bad({{"cmd", "set"}, {"port", "p"}, {"busy_us", -1}});
+  bad({{"cmd", "set"}, {"port", "p"}, {"memory", "spinlock"}});
+  bad({{"cmd", "set"}, {"enqueue", "fast"}});
+  bad({{"cmd", "set"}, {"port", "p"}, {"color", "red"}});
+  bad({{"cmd", "set"}});
+
+  auto ok = daemon.control({{"cmd", "set"}, {"port", "p"}, {"queue", 3}, {"poll", "busy"}, {"busy_us", 77}, {"exit", "any"}});
+  ASSERT_TRUE(ok.value("ok", false)) << ok.dump();
+  const nlohmann::json s = stats(daemon);
+  EXPECT_EQ(queue_of(s, 0, 3).at("poll").at("mode"), "busy");
+  EXPECT_EQ(queue_of(s, 0, 3).at("poll").at("busy_us"), 77);
+  EXPECT_EQ(queue_of(s, 0, 3).at("poll").at("exit"), "any");
+  EXPECT_EQ(queue_of(s, 0, 1).at("poll").at("mode"), "notify");  // only queue 3 changed
+  ok = daemon.control({{"cmd", "set"}, {"port", "p"}, {"memory", "rwsem"}});
+  ASSERT_TRUE(ok.value("ok", false)) << ok.dump();
+  ok = daemon.control({{"cmd", "set"}, {"enqueue", "locked_wake"}});
+  ASSERT_TRUE(ok.value("ok", false)) << ok.dump();
+  const nlohmann::json after = stats(daemon);
+  EXPECT_EQ(after.at("ports").at(0).at("memory"), "rwsem");
+  for (const auto& w : after.at("workers")) EXPECT_EQ(w.at("enqueue"), "locked_wake");
+  const auto list = daemon.control({{"cmd", "list"}});
+  EXPECT_EQ(list.at("ports").at(0).at("queue_pairs"), 2);
+  // The new guard applies to the next frontend, which still gets its traffic through.
+  FrontendOptions options;
+  options.queue_pairs = 2;
+  auto frontend = connect(dir.file("p.sock"), error, options);
+  ASSERT_NE(frontend, nullptr) << error;
+  const auto frames = make_frames(500, 1);
+  ASSERT_TRUE(send_all(*frontend, frames) && wait_tx_done(*frontend)) << frontend->error();
+  frontend.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
+}
+
+}  // namespace
+}  // namespace uvhost::serve
