@@ -150,7 +150,7 @@ TEST(PortSpecTest, BadQueueCountsAreRefused) {
 }
 
 TEST(PortSpecTest, BadBackendModeMemoryAndClientAreRefused) {
-  expect_refused("sock=/a,backend=tap", "backend 'tap' unknown");
+  expect_refused("sock=/a,backend=bridge", "backend 'bridge' unknown");
   expect_refused("sock=/a,backend=Sink", "backend");
   expect_refused("sock=/a,mode=0800", "mode '0800'");  // 8 is not an octal digit
   expect_refused("sock=/a,mode=rw", "mode");
@@ -261,7 +261,7 @@ TEST(PortConfigTest, WrongTypesAreRefused) {
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 0}]})"), "queues");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 129}]})"), "queues");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": "perhaps"}]})"), "client");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": "tap"}]})"), "backend");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": "bridge"}]})"), "backend");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "memory": "none"}]})"), "memory");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": ""}]})"), "needs a value");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"queues": 2}]})"), "ports[0]: no socket path");
@@ -409,14 +409,59 @@ TEST(FinishPortsTest, DuplicatePathsAreRefused) {
 
 TEST(DescribeTest, ServerAndClientPorts) {
   PortSpec server = port("/run/a.sock", "p0");
-  EXPECT_EQ(describe(server), "p0 (listening on /run/a.sock, 1 queue pair, sink, memory guard rcu)");
+  EXPECT_EQ(describe(server),
+            "p0 (listening on /run/a.sock, 1 queue pair, sink, memory guard rcu, workers device, poll notify, "
+            "burst 64, weight 256)");
 
   PortSpec client = port("/run/b.sock", "p1");
   client.client = true;
   client.queue_pairs = 2;
   client.backend = BackendKind::kLoopback;
   client.memory_policy = sync::GuardPolicy::kRwSem;
-  EXPECT_EQ(describe(client), "p1 (client of /run/b.sock, 2 queue pairs, loopback, memory guard rwsem)");
+  client.workers = datapath::WorkerMapping::kPool;
+  client.poll = datapath::PollSettings{datapath::PollMode::kBusy, 30, datapath::ExitPolicy::kAnyWork};
+  EXPECT_EQ(describe(client),
+            "p1 (client of /run/b.sock, 2 queue pairs, loopback, memory guard rwsem, workers pool, "
+            "poll busy(30us,any), burst 64, weight 256)");
+}
+
+TEST(PortSpecTest, DatapathAndBackendKeys) {
+  std::string error;
+  auto spec = parse_port_spec(
+      "sock=/a,backend=source,rate=1000,size=128,workers=pair,poll=adaptive,busy_us=80,exit=any,burst=16,weight=32",
+      error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->backend, BackendKind::kSource);
+  EXPECT_EQ(spec->source_rate_pps, 1000u);
+  EXPECT_EQ(spec->source_frame_size, 128u);
+  EXPECT_EQ(spec->workers, datapath::WorkerMapping::kQueuePair);
+  EXPECT_EQ(spec->poll, (datapath::PollSettings{datapath::PollMode::kAdaptive, 80, datapath::ExitPolicy::kAnyWork}));
+  EXPECT_EQ(spec->burst, 16u);
+  EXPECT_EQ(spec->weight_packets, 32u);
+  spec = parse_port_spec("sock=/a,backend=tap,tap=uv0", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->tap_name, "uv0");
+  spec = parse_port_spec("sock=/a,backend=switch", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->backend, BackendKind::kSwitch);
+  auto config = parse_config(nlohmann::json::parse(
+                                 R"({"ports": [{"sock": "/a", "backend": "tap", "tap": "t1", "poll": "always", "burst": 8}]})"),
+                             error);
+  ASSERT_TRUE(config) << error;
+  EXPECT_EQ((*config)[0].poll.mode, datapath::PollMode::kAlways);
+  EXPECT_EQ((*config)[0].burst, 8u);
+}
+
+TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
+  expect_refused("sock=/a,tap=uv0", "tap= is for backend=tap");
+  expect_refused("sock=/a,backend=loopback,rate=5", "rate= and size= are for backend=source");
+  expect_refused("sock=/a,backend=source,size=20", "size '20' is not a number in 60..65535");
+  expect_refused("sock=/a,workers=many", "workers 'many' unknown");
+  expect_refused("sock=/a,poll=sometimes", "poll 'sometimes' unknown");
+  expect_refused("sock=/a,exit=never", "exit 'never' unknown");
+  expect_refused("sock=/a,busy_us=-1", "busy_us '-1' is not a number");
+  expect_refused("sock=/a,burst=0", "burst '0' is not a number in 1..1024");
+  expect_refused("sock=/a,weight=70000", "weight '70000' is not a number in 1..65536");
 }
 
 }  // namespace
