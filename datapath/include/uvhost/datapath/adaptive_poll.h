@@ -35,6 +35,10 @@ class AdaptivePollTimeout {
  public:
   // The timeout for the next poll, at most cap_ns; 0: do not poll.
   uint64_t timeout_ns(uint64_t cap_ns) const noexcept {
+    // Samples are clamped to kMaxSampleNs (below): a cap at or above that could never
+    // be exceeded by the average, and polling would never stop. Adaptive polls last
+    // at most half of it.
+    cap_ns = std::min(cap_ns, kMaxSampleNs / 2);
     if (!primed_) return cap_ns;  // no history yet: behave like `busy`
     if (average_ns_ > cap_ns) return 0;
     return std::min(cap_ns, 2 * average_ns_);
@@ -49,9 +53,11 @@ class AdaptivePollTimeout {
   uint64_t average_ns() const noexcept { return average_ns_; }
 
  private:
+  static constexpr uint64_t kMaxSampleNs = 10'000'000;  // 10 ms
+
   void add(uint64_t sample_ns) noexcept {
     // Clamp: one long sleep (seconds) must not need hundreds of samples to forget.
-    sample_ns = std::min<uint64_t>(sample_ns, 10'000'000);
+    sample_ns = std::min<uint64_t>(sample_ns, kMaxSampleNs);
     if (!primed_) {
       average_ns_ = sample_ns;
       primed_ = true;

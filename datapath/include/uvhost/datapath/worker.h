@@ -18,7 +18,9 @@
 //    registrations need no lock and a watch is never freed while epoll could hand it
 //    out. queue(), run() and stats() may be called from any thread.
 //  - on_ready runs on the worker (inside its idle wait or poll_events()); it must be
-//    short and not block: read the fd, count, queue an item.
+//    short and not block: read the fd, count, queue an item. It must not watch() or
+//    unwatch() (the dispatch loop still holds the batch's Watch pointers); handlers
+//    run later, outside the dispatch, and may.
 //  - poll_events() (busy loops): the same dispatch without sleeping (epoll_wait with a
 //    zero timeout), so a queue that busy-polls still sees the other queues' kicks;
 //    maybe_poll_events() does it at most once per `interval`.

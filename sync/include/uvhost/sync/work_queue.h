@@ -151,7 +151,7 @@ class WorkItem {
 // Counters for measurement. Monotonic; read with WorkQueue::stats().
 struct WorkQueueStats {
   uint64_t items_run = 0;  // WorkItem runs completed (flush markers excluded)
-  uint64_t wakeups = 0;    // futex wakes issued by producers (and stop())
+  uint64_t wakeups = 0;    // wakes issued by producers (and stop()): futex wakes, or IdleWaiter::wake() calls
   uint64_t parks = 0;      // times the worker went to sleep on its futex
   int64_t worker_cpu_ns = 0;  // CPU time consumed by the worker thread so far
 };
