@@ -4,6 +4,8 @@
 // loses nothing; two frontends talk through the switch; the worker mappings; a guest
 // that stops reading its receive ring costs it drops (counted) and nobody else
 // anything; the counters add up (sent = taken + dropped, taken = delivered + dropped).
+#include <sys/eventfd.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -112,7 +114,7 @@ TEST_P(PollModeTest, LoopbackEchoesEveryFrame) {
 
 INSTANTIATE_TEST_SUITE_P(EveryMode, PollModeTest,
                          ::testing::Values(PollMode::kNotify, PollMode::kBusy, PollMode::kAlways, PollMode::kAdaptive),
-                         [](const auto& info) { return std::string(datapath::to_string(info.param)); });
+                         [](const ::testing::TestParamInfo<PollMode>& mode) { return std::string(datapath::to_string(mode.param)); });
 
 // The control thread flips the port's poll mode every millisecond while the frontend
 // sends; the ring accepted every frame, so the sink must count every frame.
@@ -243,7 +245,9 @@ TEST(DatapathE2E, WorkerMappingsPlaceQueuesAndCarryTraffic) {
       case datapath::WorkerMapping::kQueuePair:
       case datapath::WorkerMapping::kPool: EXPECT_NE(worker_of[0], worker_of[2]); break;
     }
-    if (mapping == datapath::WorkerMapping::kPool) EXPECT_EQ(worker_of[0].rfind("pool.", 0), 0u);
+    if (mapping == datapath::WorkerMapping::kPool) {
+      EXPECT_EQ(worker_of[0].rfind("pool.", 0), 0u);
+    }
     uint64_t items = 0;
     for (const auto& w : s.at("workers")) items += w.at("items_run").get<uint64_t>();
     EXPECT_GT(items, 0u);
@@ -361,6 +365,57 @@ TEST(DatapathE2E, AFrontendVanishingMidTrafficLeavesThePortWorking) {
   const auto reports = stop_and_report(daemon);
   EXPECT_EQ(reports[0].totals.connections, 2u);
   EXPECT_EQ(reports[0].totals.rx_packets + reports[0].totals.rx_dropped, reports[0].totals.tx_packets);
+}
+
+// A guest that kicks as fast as it can (both rings, nothing behind the kicks): its
+// worker reads the eventfds and finds empty rings - counted kicks, no other effect:
+// the same port still carries traffic afterwards and another port all along.
+TEST(DatapathE2E, AKickFloodIsCountedAndHarmsNoOne) {
+  TempDir dir;
+  PortSpec flooded = port("flood", dir.file("f.sock"));
+  flooded.workers = datapath::WorkerMapping::kPool;
+  PortSpec neighbour = port("calm", dir.file("c.sock"));
+  neighbour.workers = datapath::WorkerMapping::kPool;  // the same (single) pool worker
+  DaemonOptions options;
+  options.pool_workers = 1;
+  Daemon daemon({flooded, neighbour}, options);
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto flooder = connect(dir.file("f.sock"), error);
+  ASSERT_NE(flooder, nullptr) << error;
+  auto calm = connect(dir.file("c.sock"), error);
+  ASSERT_NE(calm, nullptr) << error;
+  const int rx_kick = flooder->kick_fd(0);
+  const int tx_kick = flooder->kick_fd(1);
+  ASSERT_GE(rx_kick, 0);
+  ASSERT_GE(tx_kick, 0);
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> writes{0};
+  std::thread flood([&] {
+    while (!done.load(std::memory_order_relaxed)) {
+      (void)::eventfd_write(tx_kick, 1);
+      (void)::eventfd_write(rx_kick, 1);
+      writes.fetch_add(2, std::memory_order_relaxed);
+    }
+  });
+  const auto frames = make_frames(20000, 4);
+  const bool sent = send_all(*calm, frames) && wait_tx_done(*calm);
+  done.store(true);
+  flood.join();
+  ASSERT_TRUE(sent) << calm->error();
+  // The flooded port still works.
+  const auto after = make_frames(1000, 77);
+  ASSERT_TRUE(send_all(*flooder, after) && wait_tx_done(*flooder)) << flooder->error();
+  const nlohmann::json s = stats(daemon);
+  const uint64_t kicks = queue_of(s, 0, 1).at("kicks").get<uint64_t>() + queue_of(s, 0, 0).at("kicks").get<uint64_t>();
+  EXPECT_GT(kicks, 0u);
+  EXPECT_LE(kicks, writes.load() + 2000);  // eventfds coalesce: at most one read per write
+  flooder.reset();
+  calm.reset();
+  const auto reports = stop_and_report(daemon);
+  EXPECT_EQ(reports[0].totals.tx_packets, after.size());
+  EXPECT_EQ(reports[1].totals.tx_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.protocol_errors + reports[1].totals.protocol_errors, 0u);
 }
 
 TEST(DatapathE2E, ControlRequestsAreCheckedAndApplied) {

@@ -4,7 +4,7 @@
 //
 //   uvhost-frontend-send --socket PATH [--server] --packets N [--size 64] [--batch 32]
 //                        [--echo] [--macswap] [--window 128] [--no-event-idx] [--no-mrg]
-//                        [--timeout-ms 20000] [--go-file PATH]
+//                        [--timeout-ms 20000] [--go-file PATH] [--pps N]
 //
 // Prints one line: sent=N received=M completed=C seconds=S tx_pps=X [rx_pps=Y], plus the
 // negotiated features. Exit 0 when every packet was sent and completed by the device
@@ -14,7 +14,9 @@
 // Frames: dst 02:00:00:00:00:02, src 02:00:00:00:00:01, EtherType 0x88B5 (local
 // experimental), then a 64-bit sequence number. With --echo at most --window packets
 // are outstanding (sent, not yet back), so the device never finds our RX ring empty and
-// no packet may be dropped: the count must match exactly.
+// no packet may be dropped: the count must match exactly. --pps paces the sending (at
+// most N frames per second, a batch at a time): a receiver behind a backend that drops
+// rather than waits (uvhost's switch) then gets every frame.
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -51,13 +54,14 @@ struct Args {
   bool mrg = true;
   int timeout_ms = 20000;
   std::string go_file;  // wait for this file to exist before sending (see main)
+  uint64_t pps = 0;     // at most this many frames per second (0: as fast as the ring allows)
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: uvhost-frontend-send --socket PATH [--server] --packets N [--size 64] [--batch 32]\n"
                "                            [--echo] [--macswap] [--window 128] [--no-event-idx] [--no-mrg]\n"
-               "                            [--timeout-ms 20000] [--go-file PATH]\n");
+               "                            [--timeout-ms 20000] [--go-file PATH] [--pps N]\n");
   std::exit(2);
 }
 
@@ -81,6 +85,7 @@ Args parse(int argc, char** argv) {
     else if (arg == "--no-mrg") a.mrg = false;
     else if (arg == "--timeout-ms") a.timeout_ms = std::atoi(value());
     else if (arg == "--go-file") a.go_file = value();
+    else if (arg == "--pps") a.pps = std::strtoull(value(), nullptr, 10);
     else usage();
   }
   if (a.socket.empty() || a.size < 22 || a.batch == 0 || a.window == 0) usage();
@@ -141,6 +146,9 @@ int main(int argc, char** argv) {
   const auto deadline = started + timeout;
   Clock::time_point send_done = started;
   while (sent < args.packets && Clock::now() < deadline && !frontend->broken()) {
+    if (args.pps > 0) {  // frame `sent` is due at started + sent / pps
+      std::this_thread::sleep_until(started + std::chrono::nanoseconds(sent * 1'000'000'000ull / args.pps));
+    }
     size_t queued = 0;
     while (queued < args.batch && sent < args.packets && sent - received < window) {
       std::memcpy(frame.data() + 14, &sent, sizeof sent);

@@ -29,13 +29,14 @@ TESTPMD_SH=$HERE/testpmd.sh
 # ring is 256 descriptors; 1024 covers --txd up to 1024), as in testpmd.sh.
 IN_FLIGHT_MAX=${IN_FLIGHT_MAX:-1024}
 
-uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5
+uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5 port_extra=""
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
     --arrangement) arrangement=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
+    --port-extra) port_extra=$2; shift 2 ;;  # more port keys, e.g. poll=always,busy_us=50
     sink|loopback|reconnect|bench) case_name=$1; shift ;;
     *) echo "serve_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -77,6 +78,7 @@ stable_fd_count() {
 start_serve() {
   local backend=$1
   local port="sock=$sock,backend=$backend,name=p0"
+  [[ -n $port_extra ]] && port+=",$port_extra"
   [[ $arrangement == serve-client ]] && port+=",client"
   taskset -c 0 "$uvhost" serve --port "$port" --summary-json "$dir/summary.json" \
     >"$dir/serve.out" 2>"$dir/serve.log" &

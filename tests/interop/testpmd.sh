@@ -42,9 +42,14 @@ usage() {
 usage:
   testpmd.sh run --role vhost|virtio-user --socket PATH [--client|--server]
                  --mode txonly|rxonly|io|macswap --seconds N --cpu C --prefix NAME
-                 [--txpkts 64] [--tx-first] [--log FILE]
+                 [--txpkts 64] [--tx-first] [--log FILE] [--vdev-extra K=V[,K=V]]
+                 [--arg TESTPMD_ARG]...
+      --mode also takes icmpecho (answers ARP requests and ICMP echo: a pingable guest).
       --server: this testpmd listens on PATH, --client: it connects. Default: the vhost
       PMD listens and virtio_user connects (the usual QEMU-like arrangement).
+      --vdev-extra: appended to the --vdev string (e.g. mac=02:00:00:00:00:0a);
+      --arg: one more testpmd application argument (e.g. --eth-peer=0,02:00:00:00:00:0b
+      for txonly's destination MAC); repeatable.
       --tx-first: send one burst before forwarding (io/macswap against a reflecting
       peer: the burst then circulates).
   testpmd.sh baseline [--arrangement vhost-server|vhost-client|both] [--seconds N]
@@ -114,6 +119,7 @@ run_cleanup() {
 
 cmd_run() {
   local role="" socket="" listen="" mode="" seconds="" cpu="" prefix="" txpkts=64 log="" tx_first=0
+  local vdev_extra="" extra_args=()
   while (($#)); do
     case $1 in
       --role) role=$2; shift 2 ;;
@@ -127,12 +133,14 @@ cmd_run() {
       --txpkts) txpkts=$2; shift 2 ;;
       --tx-first) tx_first=1; shift ;;
       --log) log=$2; shift 2 ;;
+      --vdev-extra) vdev_extra=$2; shift 2 ;;
+      --arg) extra_args+=("$2"); shift 2 ;;
       *) echo "testpmd.sh run: unknown argument $1" >&2; usage ;;
     esac
   done
   [[ -n $role && -n $socket && -n $mode && -n $seconds && -n $cpu && -n $prefix ]] || usage
   [[ $seconds =~ ^[0-9]+$ && $cpu =~ ^[0-9]+$ && $txpkts =~ ^[0-9]+$ ]] || usage
-  case $mode in txonly|rxonly|io|macswap) ;; *) usage ;; esac
+  case $mode in txonly|rxonly|io|macswap|icmpecho) ;; *) usage ;; esac
   if ! have_testpmd; then
     echo "testpmd.sh: $TESTPMD not installed (scripts/setup.sh installs dpdk-dev)" >&2
     return 77
@@ -150,6 +158,7 @@ cmd_run() {
       ((listen)) && vdev+=",server=1" ;;
     *) usage ;;
   esac
+  [[ -n $vdev_extra ]] && vdev+=",$vdev_extra"
   [[ -n $log ]] || log=$(mktemp "/tmp/testpmd-$prefix.XXXXXX.log")
 
   RUN_PREFIX=$prefix
@@ -165,6 +174,7 @@ cmd_run() {
               --total-num-mbufs=16384 --forward-mode="$mode" --stats-period 1)
   [[ $mode == txonly ]] && args+=(--txpkts="$txpkts")
   ((tx_first)) && args+=(--tx-first)
+  ((${#extra_args[@]})) && args+=("${extra_args[@]}")
 
   # Backstop: even if this script is SIGKILLed, timeout ends testpmd.
   timeout -k "$STOP_GRACE" -s INT $((seconds + STARTUP_MAX)) "$TESTPMD" "${args[@]}" >"$log" 2>&1 &

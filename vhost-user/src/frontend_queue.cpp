@@ -149,6 +149,12 @@ bool Frontend::wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair_in
   }
 }
 
+int Frontend::kick_fd(uint32_t index) const noexcept {
+  if (index / 2 >= pairs_.size()) return -1;
+  const FrontendQueuePair& pair = *pairs_[index / 2];
+  return (index % 2 == 0 ? pair.rx : pair.tx).kick.get();
+}
+
 uint16_t Frontend::tx_in_flight(uint32_t pair_index) const {
   if (pair_index >= pairs_.size()) return 0;
   return pairs_[pair_index]->tx.queue->in_flight();

@@ -121,6 +121,9 @@ class Frontend {
   // A stale or spurious call does not end the wait early.
   bool wait_tx_space(std::chrono::milliseconds timeout, uint32_t pair = 0, size_t frame_bytes = 0);
   uint16_t tx_in_flight(uint32_t pair = 0) const;
+  // The kick eventfd of vring `index` (2p: RX, 2p+1: TX), -1 if there is none. For
+  // tests that play a misbehaving guest (a kick flood); the frontend keeps owning it.
+  int kick_fd(uint32_t index) const noexcept;
 
   // ---- receive (RX vring 2p) ----
   // Hands up to `max` received packets to `on_packet`, reposts their buffers, returns

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# serve_tap_ping.sh - the host pings a guest through `uvhost serve`'s tap backend; the
+# guest is DPDK's testpmd (virtio_user) in icmpecho mode, which answers ARP requests and
+# ICMP echo requests.
+#
+#   serve_tap_ping.sh --uvhost PATH [--count 2000] [--interval 0.001]
+#
+# Everything network-facing lives in a private network namespace (uvh-tap-PID, deleted
+# on exit): `uvhost serve --control C --port sock=S,backend=tap,tap=uvtapPID` creates the
+# tap there; testpmd (CPU 1) connects to S as the guest (MAC 02:00:00:00:77:02); the tap
+# gets 10.77.0.1/24 and is set up; then, from the namespace,
+#   ping -c COUNT -i INTERVAL -q 10.77.0.2
+# must see every echo answered exactly once (0% loss). Then `uvhost ctl stats --json`
+# must show the port's guest-TX and guest-RX queues with at least COUNT packets each, and
+# at the end testpmd's counts must cover the pings (rx and tx >= COUNT) and agree with
+# the port's summary: what testpmd sent == what the port took from the guest.
+# Root is needed (netns, tap). Helpers: lib.sh.
+# Exit: 0 pass, 1 fail, 64 usage, 77 testpmd not installed or not root (ctest skip).
+set -euo pipefail
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+uvhost="" count=2000 interval=0.001
+while (($#)); do
+  case $1 in
+    --uvhost) uvhost=$2; shift 2 ;;
+    --count) count=$2; shift 2 ;;
+    --interval) interval=$2; shift 2 ;;
+    *) echo "serve_tap_ping.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+[[ -x $uvhost && $count =~ ^[0-9]+$ ]] || { echo "usage: serve_tap_ping.sh --uvhost PATH [--count N] [--interval S]" >&2; exit 64; }
+ilib_require_testpmd
+[[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
+ilib_init tap-ping
+
+tap=uvtap$$
+guest_mac=02:00:00:00:77:02
+sock=$dir/tap.sock ctl=$dir/ctl.sock
+echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+run() {
+  ilib_netns_create tap || return 0
+  ilib_serve_start tap -- --control "$ctl" --port "sock=$sock,backend=tap,tap=$tap,name=p0" || return 0
+  ilib_wait_link "$tap" || return 0
+  "${NS[@]}" ip addr add 10.77.0.1/24 dev "$tap"
+  "${NS[@]}" ip link set "$tap" up
+  ilib_testpmd_start guest 1 icmpecho "$sock" --vdev-extra "mac=$guest_mac" || return 0
+  local tp_pid=$ILIB_LAST_PID
+
+  ilib_ping guest 10.77.0.2 "$count" "$interval" || true
+  echo "ping 10.77.0.2 via $tap: $PING_SUMMARY"
+  echo "ping: $PING_RTT"
+
+  # The port's queues as the control socket reports them (while the guest is connected).
+  local stats tx rx
+  if stats=$(ilib_ctl "$ctl" stats --json 2>&1); then
+    tx=$(jq '[.ports[] | select(.name == "p0") | .queues[] | select(.direction == "tx") | .packets] | add // 0' <<<"$stats")
+    rx=$(jq '[.ports[] | select(.name == "p0") | .queues[] | select(.direction == "rx") | .packets] | add // 0' <<<"$stats")
+    echo "ctl stats: p0 tx (from the guest)=$tx rx (to the guest)=$rx; tap: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx: .tx.sent, rx: .rx.frames, full: .tx.full, down: .tx.down}' <<<"$stats")"
+    ((tx >= count && rx >= count)) || fail "ctl stats: p0 tx=$tx rx=$rx, expected >= $count each"
+  else
+    fail "uvhost ctl stats --json: $stats"
+  fi
+
+  ilib_testpmd_stop guest "$tp_pid" || { ilib_serve_stop tap; return 0; }
+  local tp=$TP_LINE
+  ilib_connection_end tap p0 1 || { ilib_serve_stop tap; return 0; }
+  local end=$END_LINE
+  ilib_serve_stop tap
+  local tp_rx tp_tx sv_tx sv_rx
+  tp_rx=$(field "$tp" rx_packets); tp_tx=$(field "$tp" tx_packets)
+  sv_tx=$(field "$end" tx_packets); sv_rx=$(field "$end" rx_packets)
+  echo "testpmd icmpecho: rx=$tp_rx tx=$tp_tx; uvhost p0: from guest=$sv_tx to guest=$sv_rx rx_dropped=$(field "$end" rx_dropped) tx_dropped=$(field "$end" tx_dropped)"
+  ((tp_rx >= count && tp_tx >= count)) || fail "testpmd answered fewer than $count (rx=$tp_rx tx=$tp_tx)"
+  [[ $tp_tx == "$sv_tx" ]] || fail "testpmd sent $tp_tx, uvhost took $sv_tx from the guest"
+}
+
+run
+ilib_finish "serve tap ping ($count pings)"
