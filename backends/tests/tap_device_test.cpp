@@ -782,14 +782,7 @@ TEST_F(TapTest, PingThroughTheTapIsAnsweredFromUserSpace) {
   peer.sin_addr.s_addr = htonl(Responder::kAddress);
   const uint16_t id = static_cast<uint16_t>(::getpid());
   for (uint16_t sequence = 1; sequence <= 3; ++sequence) {
-    Bytes request;
-    testing::put8(request, 8);
-    testing::put8(request, 0);
-    testing::put16(request, 0);
-    testing::put16(request, id);
-    testing::put16(request, sequence);
-    for (int i = 0; i < 32; ++i) testing::put8(request, static_cast<uint8_t>(i));
-    testing::set16(request, 2, testing::checksum(request, 0, request.size()));
+    const Bytes request = testing::icmp_echo_request(id, sequence);
     ASSERT_EQ(::sendto(icmp.get(), request.data(), request.size(), 0, reinterpret_cast<const sockaddr*>(&peer),
                        sizeof(peer)),
               static_cast<ssize_t>(request.size()))
@@ -804,9 +797,7 @@ TEST_F(TapTest, PingThroughTheTapIsAnsweredFromUserSpace) {
       const ssize_t got = ::recv(icmp.get(), reply.data(), reply.size(), MSG_DONTWAIT);
       if (got <= 0) continue;
       reply.resize(static_cast<size_t>(got));
-      const size_t at = size_t{testing::get8(reply, 0) & 0x0fu} * 4;
-      answered = reply.size() >= at + 8 && testing::get8(reply, at) == 0 && testing::get16(reply, at + 4) == id &&
-                 testing::get16(reply, at + 6) == sequence;
+      answered = testing::is_icmp_echo_reply(reply, id, sequence);
     }
     EXPECT_TRUE(answered) << "echo " << sequence << " unanswered";
   }

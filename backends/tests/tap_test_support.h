@@ -438,6 +438,29 @@ inline std::optional<Bytes> answer_arp_or_echo(const Bytes& frame, const Mac& ma
 
 // A packet socket bound to one interface. With vnet_hdr, every frame it sends or
 // receives is preceded by a 10-byte struct virtio_net_hdr in host byte order.
+// An ICMP echo request (type 8) with 32 bytes of payload, checksum filled in: what a
+// raw IPPROTO_ICMP socket sends (the kernel adds the IPv4 header).
+inline Bytes icmp_echo_request(uint16_t id, uint16_t sequence) {
+  Bytes request;
+  put8(request, 8);
+  put8(request, 0);
+  put16(request, 0);
+  put16(request, id);
+  put16(request, sequence);
+  for (int i = 0; i < 32; ++i) put8(request, static_cast<uint8_t>(i));
+  set16(request, 2, checksum(request, 0, request.size()));
+  return request;
+}
+
+// Is `packet` (IPv4 header first, as a raw ICMP socket receives it) the echo reply
+// (type 0) to request (id, sequence)?
+inline bool is_icmp_echo_reply(const Bytes& packet, uint16_t id, uint16_t sequence) {
+  if (packet.empty()) return false;
+  const size_t at = size_t{get8(packet, 0) & 0x0fu} * 4;
+  return packet.size() >= at + 8 && get8(packet, at) == 0 && get16(packet, at + 4) == id &&
+         get16(packet, at + 6) == sequence;
+}
+
 inline Fd packet_socket(unsigned ifindex, bool vnet_hdr = false) {
   Fd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));  // protocol 0: nothing queued before bind
   if (!fd.valid()) return fd;

@@ -49,17 +49,6 @@ json error_reply(const std::string& message) { return json{{"ok", false}, {"erro
 // 0 when something accepts connections at `path`, else the errno of connect(). The
 // probe is non-blocking: a live server whose backlog is full answers EAGAIN (live),
 // it must not hang open().
-int probe_socket(const std::string& path) {
-  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!probe) return errno;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) return ENAMETOOLONG;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  const int rc = ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  return rc == 0 ? 0 : errno;
-}
-
 struct Client {
   explicit Client(UniqueFd socket) : fd(std::move(socket)) {}
 
@@ -293,7 +282,7 @@ std::unique_ptr<ControlServer> ControlServer::open(const std::string& path, Hand
       error = fmt::format("control socket {}: the path exists and is not a socket", path);
       return nullptr;
     }
-    const int probe = probe_socket(path);
+    const int probe = vhost_user::probe_unix_socket(path);
     if (probe != ECONNREFUSED) {
       error = probe == 0 || probe == EAGAIN
                   ? fmt::format("control socket {}: in use by a running process", path)

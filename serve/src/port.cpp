@@ -34,16 +34,8 @@ constexpr std::chrono::milliseconds kShortConnection{1000};
 bool is_stale_socket(const std::string& path) {
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode)) return false;
-  // Non-blocking: a live listener whose backlog is full must not hang start() (that
-  // connect would block until the owner accepts); it fails with EAGAIN: not stale.
-  vhost_user::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!probe.valid()) return false;
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) return false;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  const int rc = ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
-  return rc != 0 && errno == ECONNREFUSED;
+  // A live listener (even one whose backlog is full: EAGAIN) is not stale.
+  return vhost_user::probe_unix_socket(path) == ECONNREFUSED;
 }
 
 // The TX side (guest -> us) is the odd vrings, the RX side the even ones.

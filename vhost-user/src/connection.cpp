@@ -316,4 +316,17 @@ std::optional<Connection> connect_with_backoff(const std::string& path, const Ba
   }
 }
 
+int probe_unix_socket(const std::string& path) noexcept {
+  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!probe.valid()) return errno;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) return ENAMETOOLONG;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  // Non-blocking: a live listener whose backlog is full fails with EAGAIN instead of
+  // making us wait until its owner accepts.
+  const int rc = ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  return rc == 0 ? 0 : errno;
+}
+
 }  // namespace uvhost::vhost_user

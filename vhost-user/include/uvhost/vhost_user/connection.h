@@ -122,6 +122,12 @@ class Listener {
   std::string path_;
 };
 
+// Is someone accepting on the Unix socket at `path`? One non-blocking connect():
+// 0 = yes (a live listener; it sees a client come and go), ECONNREFUSED = a socket
+// file nobody listens on (left by a dead process: safe to replace), EAGAIN = a live
+// listener with a full backlog, any other errno = cannot tell (missing, not a socket).
+int probe_unix_socket(const std::string& path) noexcept;
+
 // Client mode: one attempt.
 std::optional<Connection> connect_unix(const std::string& path, std::string& error);
 
