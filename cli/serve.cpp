@@ -125,7 +125,7 @@ void add_serve_command(CLI::App& app) {
                   "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME]"
                   "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread_rwlock]"
                   "[,workers=device|pair|pool][,poll=notify|busy|always|adaptive][,busy_us=N][,exit=accurate|any]"
-                  "[,burst=N][,weight=N] (repeat for more ports)");
+                  "[,burst=N][,weight=N][,weight_bytes=N] (repeat for more ports)");
   cmd->add_option("--config", options->config_path,
                   "JSON file: {\"ports\": [{\"sock\": PATH, \"client\": false, \"queues\": 1, ...}]}");
   cmd->add_option("--stats-interval", options->stats_interval_s, "Log each port's counters every N seconds (0: off)")

@@ -86,6 +86,7 @@ bool Port::open(std::string& error) {
     options.queue_pairs = spec_.queue_pairs;
     options.burst = spec_.burst;
     options.weight_packets = spec_.weight_packets;
+    options.weight_bytes = spec_.weight_bytes;
     options.poll = spec_.poll;
     datapath_ = std::make_unique<datapath::DeviceDatapath>(
         options, *backend_, environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs));

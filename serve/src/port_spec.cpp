@@ -160,9 +160,10 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "exit") return need_value() && set_exit(*value, spec, error);
   if (key == "burst") return need_value() && set_bounded<uint32_t>(key, *value, 1, 1024, spec.burst, error);
   if (key == "weight") return need_value() && set_bounded<uint32_t>(key, *value, 1, 65536, spec.weight_packets, error);
+  if (key == "weight_bytes") return need_value() && set_bounded<uint64_t>(key, *value, 1, uint64_t{1} << 30, spec.weight_bytes, error);
   error = fmt::format(
       "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, rate, size, workers, poll, "
-      "busy_us, exit, burst, weight)",
+      "busy_us, exit, burst, weight, weight_bytes)",
       key);
   return false;
 }

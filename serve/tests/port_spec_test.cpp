@@ -428,7 +428,8 @@ TEST(DescribeTest, ServerAndClientPorts) {
 TEST(PortSpecTest, DatapathAndBackendKeys) {
   std::string error;
   auto spec = parse_port_spec(
-      "sock=/a,backend=source,rate=1000,size=128,workers=pair,poll=adaptive,busy_us=80,exit=any,burst=16,weight=32",
+      "sock=/a,backend=source,rate=1000,size=128,workers=pair,poll=adaptive,busy_us=80,exit=any,burst=16,weight=32,"
+      "weight_bytes=65536",
       error);
   ASSERT_TRUE(spec) << error;
   EXPECT_EQ(spec->backend, BackendKind::kSource);
@@ -438,6 +439,7 @@ TEST(PortSpecTest, DatapathAndBackendKeys) {
   EXPECT_EQ(spec->poll, (datapath::PollSettings{datapath::PollMode::kAdaptive, 80, datapath::ExitPolicy::kAnyWork}));
   EXPECT_EQ(spec->burst, 16u);
   EXPECT_EQ(spec->weight_packets, 32u);
+  EXPECT_EQ(spec->weight_bytes, 65536u);
   spec = parse_port_spec("sock=/a,backend=tap,tap=uv0", error);
   ASSERT_TRUE(spec) << error;
   EXPECT_EQ(spec->tap_name, "uv0");
@@ -462,6 +464,7 @@ TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
   expect_refused("sock=/a,busy_us=-1", "busy_us '-1' is not a number");
   expect_refused("sock=/a,burst=0", "burst '0' is not a number in 1..1024");
   expect_refused("sock=/a,weight=70000", "weight '70000' is not a number in 1..65536");
+  expect_refused("sock=/a,weight_bytes=0", "weight_bytes '0' is not a number");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 //      exit=POLICY     accurate (default) or any: what ends a busy poll early (seed 003)
 //      burst=N         packets per burst, 1..1024 (default 64)
 //      weight=N        packets per handler turn before yielding, 1..65536 (default 256)
+//      weight_bytes=N  bytes per handler turn before yielding, 1..2^30 (default 524288)
 //      mode=OCTAL      the listening socket's permissions (default 0600), server only
 //      name=NAME       the port's name in logs and reports (default port<i>)
 //      memory=POLICY   the memory-table guard: rcu (default), mutex, rwsem, pthread_rwlock
@@ -77,6 +78,7 @@ struct PortSpec {
   datapath::PollSettings poll;
   uint32_t burst = 64;
   uint32_t weight_packets = 256;
+  uint64_t weight_bytes = 0x80000;
 };
 
 std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& error);
