@@ -58,7 +58,10 @@ bool Daemon::start(std::string& error) {
   const PortEnvironment environment{workers_.get(), switch_hub_.get()};
   for (const PortSpec& spec : specs_) {
     auto port = std::make_unique<Port>(spec, stop_fd_.get(), environment, options_.stats_interval);
-    if (!port->open(error)) return fail();
+    if (!port->open(error)) {
+      port.reset();  // before fail() takes the workers it may have been given
+      return fail();
+    }
     ports_.push_back(std::move(port));
   }
   started_at_ = std::chrono::steady_clock::now();
