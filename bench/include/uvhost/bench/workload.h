@@ -1,0 +1,115 @@
+// workload.h - what `uvhost bench` runs and what one measured run yields.
+//
+// Vocabulary (netperf's, as the seed threads use it)
+//  - stream-tx: the guest (our embedded frontend) sends frames of `size` bytes as fast
+//    as the device takes them; the backend counts and drops (uvhost: backend=sink,
+//    testpmd: rxonly). Throughput = frames the device completed.
+//  - stream-rx: the backend generates frames of `size` bytes for the guest (uvhost:
+//    backend=source, testpmd: txonly); the guest counts what it receives.
+//  - rr: request/response. `sessions` requests are in flight at once, each the next of
+//    its session as soon as its answer came back (uvhost: backend=loopback, testpmd:
+//    macswap). Throughput = transactions per second; every transaction's round-trip
+//    time goes into a log-bucketed histogram (p50/p99/p99.9).
+//  - sessions: stream workloads spread their traffic over `sessions` flows, rr keeps
+//    `sessions` transactions outstanding. Flows are spread round-robin over the queue
+//    pairs the run uses (RunOptions::queue_pairs).
+//
+// A Config is one side of an A/B comparison: which backend, and every knob that
+// differs (port keys of `uvhost serve --port`, daemon flags, the frontend's injected
+// per-packet busy-wait used by `uvhost bench calibrate`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace uvhost::bench {
+
+enum class Workload { kStreamTx, kStreamRx, kRr };
+std::string_view to_string(Workload workload) noexcept;
+std::optional<Workload> parse_workload(std::string_view text) noexcept;  // "stream-tx", "stream-rx", "rr"
+
+// One point of a sweep.
+struct Point {
+  Workload workload = Workload::kRr;
+  uint32_t size = 64;      // Ethernet frame bytes (no virtio-net header, no FCS)
+  uint32_t sessions = 1;
+};
+
+enum class BackendKind {
+  kUvhost,   // a `uvhost serve` started for the run (this binary, /proc/self/exe)
+  kSocket,   // an already running backend at Config::socket (its CPU: Config::backend_pid)
+  kTestpmd,  // DPDK's dpdk-testpmd with the vhost PMD, started for the run
+};
+
+struct Config {
+  std::string label;                  // "A", "B", or what the user named it
+  BackendKind backend = BackendKind::kUvhost;
+  std::string socket;                 // kSocket: the vhost-user socket path
+  int backend_pid = 0;                // kSocket: whose threads' CPU to count (0: none)
+  // kUvhost: extra `--port` keys (poll=busy, busy_us=50, workers=pair, memory=mutex,
+  // burst=32, ...), validated by serve's parse_port_spec before anything runs.
+  std::vector<std::pair<std::string, std::string>> port_keys;
+  // kUvhost: extra daemon flags, e.g. {"--enqueue", "lockless"}, {"--pool-workers", "2"}.
+  std::vector<std::string> serve_args;
+  // The frontend busy-waits this long per packet it sends or receives (calibration:
+  // a slowdown of known size). 0: none.
+  uint64_t frontend_spin_ns = 0;
+};
+
+// Parses "backend=testpmd", "poll=busy,busy_us=50,enqueue=lockless", "socket=/tmp/x.sock,pid=123",
+// "spin_ns=500", "label=busy50". Keys: backend (uvhost|testpmd), socket, pid, label,
+// spin_ns, enqueue and pool_workers (daemon flags); every other key is a port key and is
+// checked against serve's port-spec rules. nullopt with `error` on anything wrong.
+std::optional<Config> parse_config(std::string_view text, std::string& error);
+// The inverse, for tables and JSON: "poll=busy,busy_us=50".
+std::string describe(const Config& config);
+
+struct RunOptions {
+  double seconds = 1.0;        // measured window per run
+  double warmup_seconds = 0.3; // before it, excluded
+  uint32_t queue_pairs = 1;
+  bool pin = true;             // frontend on `frontend_cpu`, backend on `backend_cpu`
+  int frontend_cpu = 0;
+  int backend_cpu = 1;
+  std::string uvhost_binary;   // empty: /proc/self/exe
+  std::string testpmd_binary = "dpdk-testpmd";
+  std::string work_dir;        // sockets and logs; empty: a fresh folder under /tmp
+};
+
+// CPU time one thread spent in the measured window.
+struct ThreadCpu {
+  std::string name;   // "frontend", or the backend thread's name ("port0.w0", "lcore-worker-1", ...)
+  std::string side;   // "frontend" or "backend"
+  double cpu_seconds = 0;
+};
+
+struct RunResult {
+  double seconds = 0;          // the measured window's wall time
+  uint64_t packets = 0;        // stream: frames in the measured direction; rr: responses
+  uint64_t bytes = 0;          // frame bytes of those packets
+  uint64_t transactions = 0;   // rr only
+  double p50_us = 0, p99_us = 0, p999_us = 0;  // rr only: round-trip latency
+  std::vector<ThreadCpu> threads;
+  double cpu_seconds = 0;      // sum over `threads`
+
+  double pps() const noexcept { return seconds > 0 ? static_cast<double>(packets) / seconds : 0; }
+  double gbps() const noexcept { return seconds > 0 ? static_cast<double>(bytes) * 8e-9 / seconds : 0; }
+  double tps() const noexcept { return seconds > 0 ? static_cast<double>(transactions) / seconds : 0; }
+  // The throughput a comparison uses ("thu"): transactions/s for rr, packets/s otherwise.
+  double throughput(Workload workload) const noexcept { return workload == Workload::kRr ? tps() : pps(); }
+  // Throughput per CPU-second spent by every measured thread ("normalize").
+  double normalized(Workload workload) const noexcept {
+    return cpu_seconds > 0 ? throughput(workload) * seconds / cpu_seconds : 0;
+  }
+};
+
+// Runs one point once: starts the backend (unless kSocket), connects the embedded
+// frontend, warms up, measures, tears everything down. Throws std::runtime_error with
+// the reason (and the backend's last log lines) when anything fails.
+RunResult run_point(const Config& config, const Point& point, const RunOptions& options);
+
+}  // namespace uvhost::bench
