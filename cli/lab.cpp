@@ -9,6 +9,9 @@ void add_lab_command(CLI::App& app) {
   lab->require_subcommand(1);
   add_lab_delegation(*lab);
   add_lab_workqueue(*lab);
+  add_lab_iommu_lock(*lab);
+  add_lab_busypoll(*lab);
+  add_lab_busyloop_intr(*lab);
 }
 
 }  // namespace uvhost::cli

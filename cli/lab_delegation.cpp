@@ -1,10 +1,14 @@
-// lab_delegation.cpp - `uvhost lab delegation`: seed 004's experiment.
+// lab_delegation.cpp - `uvhost lab delegation`: seed 004's experiment, on the SLAB
+// sections (--structure slab, the default) or the datapath's packet pool and shared TX
+// queue (pool, txq; bench/lab/delegation_datapath_lab.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
 #include "commands.h"
+#include "uvhost/bench/lab/delegation_datapath_lab.h"
 #include "uvhost/bench/lab/delegation_lab.h"
 
 namespace uvhost::cli {
@@ -12,9 +16,12 @@ namespace uvhost::cli {
 void add_lab_delegation(CLI::App& lab) {
   auto* cmd = lab.add_subcommand(
       "delegation",
-      "Seed 004: delegation lock vs qspinlock, CK and std locks on SLAB refill/flush critical sections");
+      "Seed 004: delegation lock vs qspinlock, CK and std locks on SLAB refill/flush critical sections, "
+      "a packet pool and a shared TX queue");
   struct Flags {
     bench::lab::DelegationLabOptions options;
+    bench::lab::DatapathLabOptions datapath;  // its `common` is `options`, copied at run time
+    std::vector<std::string> structures{"slab"};
     std::string json_path;
     bool quiet = false;
     bool list = false;
@@ -25,9 +32,30 @@ void add_lab_delegation(CLI::App& lab) {
   cmd->add_option("--locks", o.locks, "Locks to compare (default: all; see --list)")->delimiter(',');
   cmd->add_option("--runs", o.runs, "Runs per lock and thread count")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("--duration-ms", o.duration_ms, "Length of one run")->capture_default_str()->check(CLI::Range(1, 600000));
-  cmd->add_option("--batch", o.batch, "Objects moved per refill/flush")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--batch", o.batch, "Objects moved per refill/flush (txq: descriptors per pushed burst)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--private-work", o.private_work, "Private work between critical sections (loop iterations)")
       ->capture_default_str();
+  cmd->add_option("--structure,--structures", flags->structures,
+                  "Structures to run: slab (SLAB refill/flush), pool (packet pool with per-thread caches), "
+                  "txq (TX queue shared by all workers)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember(bench::lab::delegation_structures()));
+  auto& d = flags->datapath;
+  cmd->add_option("--ring", d.ring, "pool: buffers a thread gets before putting them back")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--cache", d.cache_capacity, "pool: buffers per thread cache (>= --batch)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--txq-size", d.txq_capacity, "txq: descriptors the shared queue holds")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--consumer-burst", d.consumer_burst, "txq: descriptors the consumer pops at a time")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--json", flags->json_path, "Also write all samples and summaries as JSON to this file");
   cmd->add_flag("--quiet", flags->quiet, "No progress lines");
   cmd->add_flag("--list", flags->list, "List the locks and exit");
@@ -36,11 +64,35 @@ void add_lab_delegation(CLI::App& lab) {
       for (const auto& name : bench::lab::delegation_lab_locks()) fmt::print("{}\n", name);
       return;
     }
-    const auto report = bench::lab::run_delegation_lab(flags->options, flags->quiet ? nullptr : &std::cerr);
-    bench::lab::print_delegation_table(report, std::cout);
+    std::ostream* progress = flags->quiet ? nullptr : &std::cerr;
+    std::vector<nlohmann::json> reports;
+    bool first = true;
+    for (const auto& structure : flags->structures) {
+      if (!first) std::cout << '\n';
+      first = false;
+      if (structure == "slab") {
+        const auto report = bench::lab::run_delegation_lab(flags->options, progress);
+        bench::lab::print_delegation_table(report, std::cout);
+        auto j = bench::lab::to_json(report);
+        j["structure"] = "slab";
+        reports.push_back(std::move(j));
+      } else {
+        auto options = flags->datapath;
+        options.structure = structure;
+        options.common = flags->options;
+        const auto report = bench::lab::run_delegation_datapath_lab(options, progress);
+        bench::lab::print_datapath_table(report, std::cout);
+        reports.push_back(bench::lab::to_json(report));
+      }
+      std::cout << std::flush;
+    }
     if (!flags->json_path.empty()) {
+      // One structure: its report, as before (with "structure"); several: all of them.
+      nlohmann::json out_json = reports.size() == 1
+                                    ? reports.front()
+                                    : nlohmann::json{{"experiment", "delegation"}, {"seed", "004"}, {"reports", reports}};
       std::ofstream out(flags->json_path);
-      out << bench::lab::to_json(report).dump(2) << '\n';
+      out << out_json.dump(2) << '\n';
       if (!out) throw CLI::RuntimeError(fmt::format("cannot write {}", flags->json_path), 1);
     }
   });

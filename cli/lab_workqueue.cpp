@@ -1,5 +1,7 @@
 // lab_workqueue.cpp - `uvhost lab workqueue` (seed 000): enqueue strategies of
-// vhost_work_queue, throughput and worker CPU with 95% confidence intervals.
+// vhost_work_queue, throughput and worker CPU with 95% confidence intervals. The sync
+// half measures the WorkQueue alone; `--datapath` adds (and `--datapath-only` runs
+// only) the half on the real datapath::Worker, kicked through eventfds.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "uvhost/bench/lab/workqueue_datapath_lab.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
 
 namespace uvhost::cli {
@@ -22,7 +25,36 @@ struct WorkqueueOptions {
   std::vector<std::string> strategies{"locked_wake", "unlock_wake", "lockless"};
   std::string json_path;
   bool quiet = false;
+  // The datapath half.
+  bool datapath = false;
+  bool datapath_only = false;
+  std::vector<int> queues{1, 8, 64, 256};
+  std::vector<std::string> kick_paths{"eventfd", "inject"};
 };
+
+bench::lab::WorkqueueDatapathConfig datapath_config(const WorkqueueOptions& options) {
+  const auto& sync_config = options.config;
+  bench::lab::WorkqueueDatapathConfig config;
+  config.queues = options.queues;
+  config.strategies = sync_config.strategies;
+  config.runs = sync_config.runs;
+  config.duration_ms = sync_config.duration_ms;
+  config.saturate = sync_config.saturate;
+  config.rate = sync_config.rate;
+  config.work_ns = sync_config.work_ns;
+  config.paths.clear();
+  for (const auto& name : options.kick_paths) {
+    if (name == "eventfd") {
+      config.paths.push_back(bench::lab::KickPath::kEventfd);
+    } else if (name == "inject") {
+      config.paths.push_back(bench::lab::KickPath::kInject);
+    } else {
+      fmt::print(stderr, "unknown kick path '{}' (eventfd|inject)\n", name);
+      throw CLI::RuntimeError(2);
+    }
+  }
+  return config;
+}
 
 void run_lab_workqueue(WorkqueueOptions& options) {
   auto& config = options.config;
@@ -35,31 +67,63 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     }
     config.strategies.push_back(*strategy);
   }
+  const bool run_sync = !options.datapath_only;
+  const bool run_datapath = options.datapath || options.datapath_only;
+  bench::lab::WorkqueueDatapathConfig dp_config;
   try {
     bench::lab::validate(config);
+    if (run_datapath) {
+      dp_config = datapath_config(options);
+      bench::lab::validate(dp_config);
+    }
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "uvhost lab workqueue: {}\n", e.what());
     throw CLI::RuntimeError(2);
   }
 
-  fmt::print("seed 000: vhost_work_queue - {} producers -> 1 worker, work item = {} ns of CPU\n",
-             fmt::join(config.threads, "/"), config.work_ns);
-  if (config.saturate) {
-    fmt::print("mode: saturating (producers call queue() in a loop; compare throughput)\n");
-  } else {
-    fmt::print("mode: paced, {:.0f} queue() calls/s offered in total (same throughput; compare worker CPU)\n",
-               config.rate);
-  }
-  fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", config.runs,
-             config.duration_ms);
-
   auto progress = [&options](const std::string& line) {
     if (!options.quiet) fmt::print(stderr, "  {}\n", line);
   };
-  bench::lab::WorkqueueLabResult result = bench::lab::run_workqueue_lab(config, progress);
-  if (!options.quiet) fmt::print(stderr, "\n");
-  bench::lab::print_workqueue_tables(result, std::cout);
-  std::cout.flush();
+  nlohmann::json json;
+  if (run_sync) {
+    fmt::print("seed 000: vhost_work_queue - {} producers -> 1 worker, work item = {} ns of CPU\n",
+               fmt::join(config.threads, "/"), config.work_ns);
+    if (config.saturate) {
+      fmt::print("mode: saturating (producers call queue() in a loop; compare throughput)\n");
+    } else {
+      fmt::print("mode: paced, {:.0f} queue() calls/s offered in total (same throughput; compare worker CPU)\n",
+                 config.rate);
+    }
+    fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", config.runs,
+               config.duration_ms);
+    bench::lab::WorkqueueLabResult result = bench::lab::run_workqueue_lab(config, progress);
+    if (!options.quiet) fmt::print(stderr, "\n");
+    bench::lab::print_workqueue_tables(result, std::cout);
+    std::cout.flush();
+    json = bench::lab::workqueue_lab_json(result);
+  } else {
+    json = {{"experiment", "workqueue"}, {"seed", "000"}};
+  }
+
+  uint64_t lost = 0;
+  if (run_datapath) {
+    fmt::print("{}seed 000 on the datapath: {} queues (one producer thread each) -> 1 datapath::Worker, "
+               "handler = {} ns of CPU\n",
+               run_sync ? "\n" : "", fmt::join(dp_config.queues, "/"), dp_config.work_ns);
+    if (dp_config.saturate) {
+      fmt::print("mode: saturating (producers kick in a loop; compare kicks handled)\n");
+    } else {
+      fmt::print("mode: paced, {:.0f} kicks/s offered in total (compare worker CPU)\n", dp_config.rate);
+    }
+    fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", dp_config.runs,
+               dp_config.duration_ms);
+    bench::lab::WorkqueueDatapathResult dp_result = bench::lab::run_workqueue_datapath_lab(dp_config, progress);
+    if (!options.quiet) fmt::print(stderr, "\n");
+    bench::lab::print_workqueue_datapath_tables(dp_result, std::cout);
+    std::cout.flush();
+    json["datapath"] = bench::lab::workqueue_datapath_json(dp_result);
+    lost = dp_result.total_lost();
+  }
 
   if (!options.json_path.empty()) {
     std::ofstream file(options.json_path);
@@ -67,8 +131,12 @@ void run_lab_workqueue(WorkqueueOptions& options) {
       fmt::print(stderr, "cannot write {}\n", options.json_path);
       throw CLI::RuntimeError(1);
     }
-    file << bench::lab::workqueue_lab_json(result).dump(2) << "\n";
+    file << json.dump(2) << "\n";
     fmt::print("\nJSON written to {}\n", options.json_path);
+  }
+  if (lost != 0) {
+    fmt::print(stderr, "uvhost lab workqueue: {} kicks were never consumed (lost wake-up)\n", lost);
+    throw CLI::RuntimeError(1);
   }
 }
 
@@ -100,6 +168,16 @@ void add_lab_workqueue(CLI::App& lab) {
       ->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write all samples and summaries to this JSON file");
   cmd->add_flag("--quiet", options->quiet, "No per-run progress on stderr");
+  cmd->add_flag("--datapath", options->datapath,
+                "After the WorkQueue half, run the strategies on the real datapath::Worker (eventfd kicks)");
+  cmd->add_flag("--datapath-only", options->datapath_only, "Run only the datapath::Worker half");
+  cmd->add_option("--queues", options->queues, "Datapath half: kicked queues (one producer thread each)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--kick-paths", options->kick_paths,
+                  "Datapath half: eventfd (guest kick via the worker's epoll), inject (producer queues the handler)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->callback([options] { run_lab_workqueue(*options); });
 }
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   uvhost::cli::add_serve_command(app);
   CLI::App* ctl = uvhost::cli::add_ctl_command(app);
   uvhost::cli::add_lab_command(app);
+  uvhost::cli::add_bench_command(app);
 
   try {
     app.parse(argc, argv);

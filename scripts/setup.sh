@@ -18,6 +18,7 @@ PACKAGES=(
   valgrind      # callgrind instruction counts (stable benchmark figure)
   dpdk-dev      # dpdk-testpmd: the vhost-user interop peer (tests/interop)
   iproute2 iputils-ping   # tap tests: `ip` in a network namespace, `ping` through the tap
+  gnuplot-nox   # `uvhost bench compare --plot` and the labs' plots
 )
 
 missing=()

@@ -1,0 +1,103 @@
+// ab_compare.h - `uvhost bench compare`: is config B better than config A?
+//
+// Contract
+//  - run_compare() measures every point (workload x size x sessions) `runs` times for
+//    each side, A and B back to back; the order alternates each round (A B, B A, A B,
+//    ...) so that whatever favours the first or the second run of a pair (a warm cache,
+//    a CPU frequency step) cancels over an even number of rounds.
+//  - One run is one call of the Runner. The CLI passes run_point() with its
+//    RunOptions; tests pass any runner that really measures something. A runner that
+//    throws aborts the comparison: the exception is rethrown as std::runtime_error
+//    naming the point, the round and the side.
+//  - Per point it summarizes (stats.h) and compares (ab_stats.h, B vs A) with BOTH
+//    methods, paired-t and welch, so one set of runs answers either question:
+//      thu        throughput (RunResult::throughput: tps for rr, pps otherwise), higher is better
+//      normalize  throughput per CPU-second (RunResult::normalized),            higher is better
+//      cpu        CPU used in cores (cpu_seconds / seconds),                     lower is better
+//      p99        rr only: round-trip p99 in us,                                 lower is better
+//    `method` picks the one the tables show.
+//  - Progress: one line per finished run through `progress` (the CLI prints to stderr).
+//
+// CompareDefaults holds the run count and run length that compare uses when not told
+// otherwise; `uvhost bench calibrate` uses the same struct, so a calibration tests
+// exactly what a default comparison does.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "uvhost/bench/ab_stats.h"
+#include "uvhost/bench/stats.h"
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::bench {
+
+struct CompareDefaults {
+  // 10 rounds of 1 s after 0.3 s warmup. Not yet validated by `uvhost bench calibrate`:
+  // a first, reduced calibration (6 trials of 10 x 0.5 s, rr 64 B x1, poll=notify) on a
+  // 2-core machine shared with 4 busy builds found run-to-run noise of 20-40%, far
+  // above a 3% effect (A/B said worse in 1 of 6). Re-run calibrate on a quiet machine
+  // before trusting or changing these.
+  static constexpr uint32_t kRuns = 10;
+  static constexpr double kSeconds = 1.0;
+  static constexpr double kWarmupSeconds = 0.3;
+  static constexpr AbMethod kMethod = AbMethod::kPairedT;
+};
+
+using Runner = std::function<RunResult(const Config&, const Point&)>;
+using ProgressFn = std::function<void(const std::string&)>;
+
+struct CompareSpec {
+  Config a;
+  Config b;
+  std::vector<Point> points;
+  uint32_t runs = CompareDefaults::kRuns;
+  AbMethod method = CompareDefaults::kMethod;
+  // For the report only (the runner owns them): the measured window and warmup.
+  double seconds = CompareDefaults::kSeconds;
+  double warmup_seconds = CompareDefaults::kWarmupSeconds;
+};
+
+// One metric of one point: each side's summary and B vs A by both methods.
+struct MetricComparison {
+  Summary a;
+  Summary b;
+  AbComparison paired_t;
+  AbComparison welch;
+  const AbComparison& by(AbMethod method) const noexcept { return method == AbMethod::kWelch ? welch : paired_t; }
+};
+
+struct PointComparison {
+  Point point;
+  std::vector<RunResult> a_runs;  // in round order
+  std::vector<RunResult> b_runs;
+  std::vector<bool> a_first;      // per round: whether A ran before B
+  MetricComparison thu;
+  MetricComparison normalize;
+  MetricComparison cpu;
+  MetricComparison p99;           // rr only; empty summaries otherwise
+};
+
+struct CompareResult {
+  CompareSpec spec;
+  std::vector<PointComparison> points;
+};
+
+// The metric's per-run values (what the statistics see), for tables, JSON and tests.
+std::vector<double> thu_values(const std::vector<RunResult>& runs, Workload workload);
+std::vector<double> normalize_values(const std::vector<RunResult>& runs, Workload workload);
+std::vector<double> cpu_cores_values(const std::vector<RunResult>& runs);
+std::vector<double> p99_values(const std::vector<RunResult>& runs);
+
+// Summaries and comparisons of one point's runs (a_runs, b_runs filled in).
+void analyze_point(PointComparison& point);
+
+// Throws std::invalid_argument when runs < 2 or there are no points.
+CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress = {});
+
+// "rr 64B x1": a point, for progress lines and plot labels.
+std::string describe_point(const Point& point);
+
+}  // namespace uvhost::bench

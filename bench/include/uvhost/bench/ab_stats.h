@@ -1,0 +1,85 @@
+// ab_stats.h - is B different from A? Statistics for repeated, interleaved A/B runs.
+//
+// Input: per-run samples a[i] and b[i] of one metric (throughput, say), where run i of
+// A and run i of B were measured back to back. Output: the relative difference of B
+// vs A ((B - A) / A, e.g. +0.031 for +3.1%) with a 95% confidence interval, a p-value,
+// and a verdict:
+//   - better: the whole CI lies on the good side of 0 (above it when higher is better),
+//   - worse:  the whole CI lies on the bad side,
+//   - noise:  the CI contains 0 - the runs cannot tell A and B apart,
+//   - invalid: the samples cannot be compared (fewer than 2, a zero, negative or
+//     non-finite value, unequal lengths for a paired method); `reason` says which.
+// The verdict always follows the CI; the p-value is reported beside it.
+//
+// Methods (each names its assumption in method_assumption()):
+//   - kPairedT (default): Student's t on the log ratios d[i] = ln(b[i] / a[i]), n-1
+//     degrees of freedom. Pairing cancels slow machine drift (another tenant, thermal,
+//     frequency) that moves A and B of the same round together; the log makes the
+//     comparison relative and symmetric. Assumption: the log ratios are roughly
+//     normal and independent of each other. The CI [d - q*se, d + q*se] is
+//     back-transformed: relative = exp(mean d) - 1 (the ratio of geometric means),
+//     interval exp(.) - 1, so it is not symmetric around the estimate.
+//   - kWelch: Welch's unequal-variance t test on the two samples as independent
+//     groups (p-value), and the CI of mean(b)/mean(a) from the delta method with
+//     Welch-Satterthwaite degrees of freedom (stats.h ratio_of_means); relative =
+//     mean(b)/mean(a) - 1. Ignores the pairing, so drift widens its interval.
+//     Assumption: each sample's mean is roughly normal, the runs are independent.
+//     The delta-method CI and Welch's p-value are two approximations; at the very
+//     edge (p close to 0.05) they may disagree, and the verdict follows the CI.
+// t quantiles and tail probabilities come from Boost.Math's students_t.
+//
+// wilson_interval(): the 95% Wilson score interval of a proportion, for rates such
+// as "this many of the 20 A/A comparisons said noise" (uvhost bench calibrate).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace uvhost::bench {
+
+enum class AbMethod { kPairedT, kWelch };
+std::string_view to_string(AbMethod method) noexcept;            // "paired-t", "welch"
+std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept;
+// One line: what the method computes and what it assumes, for report headers.
+std::string_view method_assumption(AbMethod method) noexcept;
+
+enum class Verdict { kBetter, kWorse, kNoise, kInvalid };
+std::string_view to_string(Verdict verdict) noexcept;  // "better", "worse", "noise", "n/a"
+
+// Which way is good for the metric: throughput up, latency and CPU down.
+enum class Direction { kHigherIsBetter, kLowerIsBetter };
+
+struct AbComparison {
+  AbMethod method = AbMethod::kPairedT;
+  Verdict verdict = Verdict::kInvalid;
+  std::string reason;     // why kInvalid; empty otherwise
+  std::size_t n = 0;      // pairs (paired-t) or min(len a, len b) (welch)
+  double relative = 0;    // B vs A: +0.05 = B is 5% higher
+  double ci_low = 0;      // 95% CI of `relative`
+  double ci_high = 0;
+  double t = 0;           // the test statistic (+-inf when every pair has the same nonzero ratio)
+  double dof = 0;         // its degrees of freedom
+  double p_value = 1;     // two-sided
+  bool valid() const noexcept { return verdict != Verdict::kInvalid; }
+};
+
+// Compares b against a. kPairedT needs a.size() == b.size(); kWelch does not.
+AbComparison compare_ab(std::span<const double> a, std::span<const double> b, AbMethod method,
+                        Direction direction = Direction::kHigherIsBetter);
+
+// "+3.1% [+0.4, +5.9]" (percent, CI in brackets), or "n/a" when invalid.
+std::string format_relative(const AbComparison& comparison);
+
+struct Proportion {
+  std::size_t successes = 0;
+  std::size_t trials = 0;
+  double rate = 0;  // successes / trials (0 when trials == 0)
+  double low = 0;   // 95% Wilson score interval
+  double high = 0;
+};
+Proportion wilson_interval(std::size_t successes, std::size_t trials);
+
+}  // namespace uvhost::bench

@@ -1,0 +1,95 @@
+// calibrate.h - `uvhost bench calibrate`: does `uvhost bench compare` tell the truth
+// on this machine?
+//
+// A comparison's 95% CI is only as good as its assumptions (independent, roughly normal
+// runs); a shared, noisy machine can break them. Calibration measures the comparison
+// itself, with answers known in advance:
+//  - A/A: `trials` comparisons of a config against itself. The truth is "no
+//    difference", so at least 95% of them must say noise (the false-alarm rate a 95%
+//    CI promises).
+//  - A/B: `trials` comparisons of A against B = A slowed down by `slowdown` (3% by
+//    default): B's frontend busy-waits Config::frontend_spin_ns per packet. The truth is
+//    "B is worse", so at least 80% of them must say worse (the power to see a
+//    difference of that size).
+// Trial i runs its A/A comparison, then its A/B comparison, each exactly as
+// run_compare() does (same runs, alternating order), so calibration tests what compare
+// does with the same CompareDefaults.
+//
+// The slowdown's spin comes from a pilot: `pilot_runs` runs of A, median throughput;
+// one packet's time is 1/throughput, and the spin adds `slowdown` of it. For rr each
+// transaction is one packet sent and one received by the frontend, both spun, so
+// spin_ns = slowdown / tps / 2; for stream workloads spin_ns = slowdown / pps. The spin
+// lengthens the frontend's per-packet path; it slows throughput by ~slowdown only where
+// the frontend's per-packet time is what limits it (rr with one session: the
+// round trip), and it always costs CPU, so normalize sees it.
+//
+// Each rate (thu and normalize, paired-t and welch, all from the same runs) comes with
+// its Wilson 95% interval and PASS/FAIL of the point estimate against its target. With
+// 20 trials, PASS on A/A needs at most one false alarm: a perfectly calibrated 95% CI
+// still fails that about a quarter of the time (binomial), so read the intervals.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "uvhost/bench/ab_compare.h"
+#include "uvhost/bench/ab_stats.h"
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::bench {
+
+struct CalibrateSpec {
+  Config base;  // A (its label is set to "A" if empty)
+  Point point{Workload::kRr, 64, 1};
+  uint32_t trials = 20;
+  double slowdown = 0.03;
+  uint32_t pilot_runs = 3;
+  uint32_t runs = CompareDefaults::kRuns;
+  // For the report only (the runner owns them).
+  double seconds = CompareDefaults::kSeconds;
+  double warmup_seconds = CompareDefaults::kWarmupSeconds;
+};
+
+inline constexpr double kAaNoiseTarget = 0.95;
+inline constexpr double kAbWorseTarget = 0.80;
+
+// The spin per frontend packet that makes a run of `throughput` (tps for rr, pps
+// otherwise) do `slowdown` more work per transaction or packet. 0 when throughput <= 0.
+uint64_t slowdown_spin_ns(double slowdown, double throughput, Workload workload);
+
+struct RateCheck {
+  std::string metric;  // "thu" or "normalize"
+  AbMethod method = AbMethod::kPairedT;
+  Proportion aa_noise;  // A/A comparisons that said noise
+  Proportion ab_worse;  // A/B comparisons that said worse
+  bool aa_pass() const noexcept { return aa_noise.trials > 0 && aa_noise.rate >= kAaNoiseTarget; }
+  bool ab_pass() const noexcept { return ab_worse.trials > 0 && ab_worse.rate >= kAbWorseTarget; }
+};
+
+struct CalibrateResult {
+  CalibrateSpec spec;
+  std::vector<double> pilot_throughput;  // per pilot run
+  uint64_t spin_ns = 0;
+  Config slowed;                         // B
+  std::vector<CompareResult> aa;         // per trial
+  std::vector<CompareResult> ab;
+  std::vector<RateCheck> checks;         // thu and normalize x paired-t and welch
+  // The row for what compare shows by default (thu, CompareDefaults::kMethod).
+  const RateCheck* default_check() const noexcept;
+};
+
+// Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0),
+// std::runtime_error when the pilot measures no throughput or a run fails.
+CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, const ProgressFn& progress = {});
+
+// Rates from finished trials (run_calibrate uses it; tests call it on their own).
+std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa, const std::vector<CompareResult>& ab);
+
+void print_calibrate_report(const CalibrateResult& result, std::ostream& out);
+// Every trial's comparisons (both methods) and every raw run, plus the rates.
+nlohmann::json calibrate_json(const CalibrateResult& result);
+
+}  // namespace uvhost::bench

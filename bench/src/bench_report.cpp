@@ -1,0 +1,185 @@
+// bench_report.cpp - the sweep and its table / JSON / CSV (see bench_report.h).
+#include "uvhost/bench/bench_report.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace uvhost::bench {
+
+std::vector<Point> expand_points(const std::vector<Workload>& workloads, const std::vector<uint32_t>& sizes,
+                                 const std::vector<uint32_t>& sessions) {
+  std::vector<Point> out;
+  for (Workload w : workloads) {
+    for (uint32_t size : sizes) {
+      for (uint32_t s : sessions) out.push_back(Point{w, size, s});
+    }
+  }
+  return out;
+}
+
+std::vector<PointRuns> run_sweep(const Config& config, const std::vector<Point>& points, const RunOptions& options,
+                                 int runs, const RunObserver& observer) {
+  std::vector<PointRuns> sweep;
+  for (const Point& p : points) sweep.push_back(PointRuns{p, {}});
+  for (int r = 0; r < runs; ++r) {
+    for (size_t i = 0; i < points.size(); ++i) {
+      RunEvent event{points[i], i, points.size(), r, runs, options.seconds, nullptr};
+      if (observer) observer(event);
+      sweep[i].runs.push_back(run_point(config, points[i], options));
+      event.result = &sweep[i].runs.back();
+      if (observer) observer(event);
+    }
+  }
+  return sweep;
+}
+
+double side_cpu_seconds(const RunResult& run, const std::string& side) {
+  double sum = 0;
+  for (const ThreadCpu& t : run.threads) {
+    if (t.side == side) sum += t.cpu_seconds;
+  }
+  return sum;
+}
+
+PointSummary summarize_point(Workload workload, const std::vector<RunResult>& runs) {
+  std::vector<double> mpps, gbps, tps, p50, p99, p999, fe, be, norm;
+  for (const RunResult& r : runs) {
+    mpps.push_back(r.pps() * 1e-6);
+    gbps.push_back(r.gbps());
+    tps.push_back(r.tps());
+    p50.push_back(r.p50_us);
+    p99.push_back(r.p99_us);
+    p999.push_back(r.p999_us);
+    fe.push_back(r.seconds > 0 ? side_cpu_seconds(r, "frontend") / r.seconds : 0);
+    be.push_back(r.seconds > 0 ? side_cpu_seconds(r, "backend") / r.seconds : 0);
+    norm.push_back(r.normalized(workload));
+  }
+  return PointSummary{summarize(mpps), summarize(gbps), summarize(tps), summarize(p50), summarize(p99),
+                      summarize(p999), summarize(fe), summarize(be), summarize(norm)};
+}
+
+namespace {
+
+std::string cell(const Summary& s) { return with_ci(s.mean, s.ci95_half); }
+
+std::string si_cell(const Summary& s) { return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half)); }
+
+nlohmann::json summary_json(const Summary& s) {
+  return {{"n", s.n},         {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
+          {"min", s.min},     {"max", s.max},   {"median", s.median}};
+}
+
+}  // namespace
+
+TextTable sweep_table(const std::vector<PointRuns>& sweep) {
+  TextTable table({"workload", "size", "sessions", "Mpps", "Gbit/s", "trans/s", "p50 us", "p99 us", "p99.9 us",
+                   "fe cores", "be cores", "per CPU-s"});
+  for (const PointRuns& p : sweep) {
+    const PointSummary s = summarize_point(p.point.workload, p.runs);
+    const bool rr = p.point.workload == Workload::kRr;
+    table.add_row({std::string(to_string(p.point.workload)), fmt::format("{}", p.point.size),
+                   fmt::format("{}", p.point.sessions), cell(s.mpps), cell(s.gbps), rr ? si_cell(s.tps) : "-",
+                   rr ? cell(s.p50_us) : "-", rr ? cell(s.p99_us) : "-", rr ? cell(s.p999_us) : "-",
+                   cell(s.frontend_cores), cell(s.backend_cores), si_cell(s.normalized)});
+  }
+  return table;
+}
+
+nlohmann::json run_to_json(const RunResult& run) {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const ThreadCpu& t : run.threads) threads.push_back({{"name", t.name}, {"side", t.side}, {"cpu_seconds", t.cpu_seconds}});
+  return {{"seconds", run.seconds},   {"packets", run.packets}, {"bytes", run.bytes},
+          {"transactions", run.transactions}, {"p50_us", run.p50_us}, {"p99_us", run.p99_us},
+          {"p999_us", run.p999_us},   {"cpu_seconds", run.cpu_seconds}, {"threads", threads},
+          {"pps", run.pps()},         {"gbps", run.gbps()},     {"tps", run.tps()}};
+}
+
+nlohmann::json sweep_to_json(const Config& config, const RunOptions& options, const std::vector<PointRuns>& sweep) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const PointRuns& p : sweep) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const RunResult& r : p.runs) {
+      nlohmann::json j = run_to_json(r);
+      j["normalized"] = r.normalized(p.point.workload);
+      runs.push_back(std::move(j));
+    }
+    const PointSummary s = summarize_point(p.point.workload, p.runs);
+    points.push_back({{"workload", std::string(to_string(p.point.workload))},
+                      {"size", p.point.size},
+                      {"sessions", p.point.sessions},
+                      {"runs", runs},
+                      {"summary",
+                       {{"mpps", summary_json(s.mpps)},
+                        {"gbps", summary_json(s.gbps)},
+                        {"tps", summary_json(s.tps)},
+                        {"p50_us", summary_json(s.p50_us)},
+                        {"p99_us", summary_json(s.p99_us)},
+                        {"p999_us", summary_json(s.p999_us)},
+                        {"frontend_cores", summary_json(s.frontend_cores)},
+                        {"backend_cores", summary_json(s.backend_cores)},
+                        {"normalized", summary_json(s.normalized)}}}});
+  }
+  return {{"config", {{"label", config.label}, {"describe", describe(config)}}},
+          {"options",
+           {{"seconds", options.seconds},
+            {"warmup_seconds", options.warmup_seconds},
+            {"queue_pairs", options.queue_pairs},
+            {"pin", options.pin},
+            {"frontend_cpu", options.frontend_cpu},
+            {"backend_cpu", options.backend_cpu}}},
+          {"points", points}};
+}
+
+void write_csv(std::ostream& out, const Config& config, const std::vector<PointRuns>& sweep) {
+  out << "label,config,workload,size,sessions,run,seconds,packets,bytes,transactions,pps,gbps,tps,"
+         "p50_us,p99_us,p999_us,frontend_cpu_s,backend_cpu_s,cpu_s,normalized\n";
+  // The config's text may hold commas: quoted, as CSV does.
+  const std::string described = "\"" + describe(config) + "\"";
+  for (const PointRuns& p : sweep) {
+    for (size_t i = 0; i < p.runs.size(); ++i) {
+      const RunResult& r = p.runs[i];
+      out << fmt::format("{},{},{},{},{},{},{:.6f},{},{},{},{:.1f},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.6f},{:.6f},{:.6f},{:.1f}\n",
+                         config.label, described, to_string(p.point.workload), p.point.size, p.point.sessions, i,
+                         r.seconds, r.packets, r.bytes, r.transactions, r.pps(), r.gbps(), r.tps(), r.p50_us, r.p99_us,
+                         r.p999_us, side_cpu_seconds(r, "frontend"), side_cpu_seconds(r, "backend"), r.cpu_seconds,
+                         r.normalized(p.point.workload));
+    }
+  }
+}
+
+std::string run_line(const Point& point, const RunResult& run) {
+  const double fe = run.seconds > 0 ? side_cpu_seconds(run, "frontend") / run.seconds : 0;
+  const double be = run.seconds > 0 ? side_cpu_seconds(run, "backend") / run.seconds : 0;
+  if (point.workload == Workload::kRr) {
+    return fmt::format("{} {} B x{}: {} trans/s, p50 {:.1f} us, p99 {:.1f} us, cpu fe {:.2f} be {:.2f}",
+                       to_string(point.workload), point.size, point.sessions, si(run.tps()), run.p50_us, run.p99_us, fe,
+                       be);
+  }
+  return fmt::format("{} {} B x{}: {}pps, {:.2f} Gbit/s, cpu fe {:.2f} be {:.2f}", to_string(point.workload),
+                     point.size, point.sessions, si(run.pps()), run.gbps(), fe, be);
+}
+
+RunObserver stderr_progress() {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  return [tty](const RunEvent& e) {
+    const std::string where = fmt::format("[{}/{} run {}/{}]", e.point_index + 1, e.point_count, e.run + 1, e.runs);
+    if (tty) {
+      // \r + erase line: the same line is rewritten for the next run.
+      if (e.result == nullptr) {
+        fmt::print(stderr, "\r\x1b[K{} {} {} B x{}: measuring {:.1f} s...", where, to_string(e.point.workload),
+                   e.point.size, e.point.sessions, e.seconds);
+      } else {
+        fmt::print(stderr, "\r\x1b[K{} {}", where, run_line(e.point, *e.result));
+        if (e.point_index + 1 == e.point_count && e.run + 1 == e.runs) fmt::print(stderr, "\n");
+      }
+      std::fflush(stderr);
+    } else if (e.result != nullptr) {
+      fmt::print(stderr, "{} {}\n", where, run_line(e.point, *e.result));
+    }
+  };
+}
+
+}  // namespace uvhost::bench

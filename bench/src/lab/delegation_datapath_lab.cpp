@@ -1,0 +1,444 @@
+// delegation_datapath_lab.cpp - seed 004's experiment on the packet pool and the shared
+// TX queue (see delegation_datapath_lab.h for the workloads and what is reported).
+#include "uvhost/bench/lab/delegation_datapath_lab.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/lock_runners.h"
+#include "uvhost/bench/table.h"
+#include "uvhost/datapath/packet_pool.h"
+#include "uvhost/datapath/shared_tx_queue.h"
+
+namespace uvhost::bench::lab {
+namespace {
+
+using datapath::BufferId;
+using datapath::kNoBuffer;
+using datapath::PacketPool;
+using datapath::SectionLock;
+using datapath::SharedTxQueue;
+using datapath::TxDescriptor;
+
+using LockFactory = std::unique_ptr<SectionLock> (*)();
+
+struct LockEntry {
+  std::string name;
+  LockFactory make;
+};
+
+// The slab lab's runners, each behind datapath::SectionLock (the same lock objects
+// the slab lab times), less the asynchronous variant (see the header).
+template <class... Runners>
+std::vector<LockEntry> make_entries() {
+  std::vector<LockEntry> entries;
+  (
+      [&] {
+        if constexpr (!Runners::kAsyncFlush)
+          entries.push_back({Runners::kName, [] { return datapath::make_section_lock<Runners>(); }});
+      }(),
+      ...);
+  return entries;
+}
+
+const std::vector<LockEntry>& all_locks() {
+  static const std::vector<LockEntry> entries = make_entries<UVHOST_DELEGATION_LAB_RUNNERS>();
+  return entries;
+}
+
+// One run of one lock at one thread count.
+struct TrialSample {
+  uint64_t ops = 0;       // critical sections (see the header for each structure)
+  uint64_t min_ops = 0;   // the slowest thread's
+  uint64_t items = 0;     // buffers got / descriptors accepted
+  uint64_t offered = 0;   // txq: descriptors offered
+  int64_t cpu_ns = 0;     // all threads
+  int64_t wall_ns = 0;
+};
+
+// What each thread records; padded so threads never share a cache line.
+struct alignas(64) ThreadRecord {
+  uint64_t ops = 0;
+  uint64_t items = 0;
+  uint64_t offered = 0;
+  int64_t cpu_ns = 0;
+  uint64_t conflicts = 0;  // pool: stamps found overwritten
+};
+
+// Private work between critical sections (as in the slab lab): mixing that the
+// compiler cannot drop.
+inline uint64_t private_work(std::size_t iterations, uint64_t seed) {
+  uint64_t h = seed;
+  for (std::size_t i = 0; i < iterations; ++i) {
+    h ^= i;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// Starts `count` threads running body(index, record), lets them go together, stops
+// them after the run's duration and returns the wall time until the last one ended.
+template <class Body>
+int64_t run_threads(std::size_t count, int duration_ms, std::atomic<bool>& stop, std::vector<ThreadRecord>& records,
+                    Body body) {
+  records.assign(count, ThreadRecord{});
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  threads.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      go.wait(false, std::memory_order_acquire);  // acquire: see the structure fully built
+      const int64_t cpu_start = thread_cpu_ns();
+      body(i, records[i]);
+      records[i].cpu_ns = thread_cpu_ns() - cpu_start;
+    });
+  }
+  const int64_t start = monotonic_ns();
+  go.store(true, std::memory_order_release);
+  go.notify_all();
+  std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
+  // relaxed: `stop` is only a hint to finish; results are read after join().
+  stop.store(true, std::memory_order_relaxed);
+  for (auto& t : threads) t.join();
+  // As in the slab lab, the window ends when the last thread is done: finishing a
+  // queued operation after `stop` is part of the lock's cost.
+  return monotonic_ns() - start;
+}
+
+uint64_t stamp_of(std::size_t thread, uint64_t cycle) { return (uint64_t(thread) << 40) ^ cycle; }
+
+TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, const LockEntry& lock) {
+  const auto& c = options.common;
+  const auto threads = static_cast<std::size_t>(thread_count);
+  datapath::PacketPoolOptions po;
+  po.buffer_size = options.buffer_size;
+  po.cache_capacity = options.cache_capacity;
+  po.batch = c.batch;
+  // Room for every thread's ring and a full cache: a get never finds the pool empty
+  // unless buffers were lost (which the invariant check would then report).
+  po.buffers = threads * (options.ring + options.cache_capacity + c.batch);
+  PacketPool pool(po, lock.make());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sink{0};
+  std::vector<ThreadRecord> records;
+
+  const int64_t wall = run_threads(threads, c.duration_ms, stop, records, [&](std::size_t index, ThreadRecord& r) {
+    PacketPool::Cache cache(pool);
+    std::vector<BufferId> ring;
+    ring.reserve(options.ring);
+    uint64_t h = 0;
+    // At least one cycle, even for a thread first scheduled after `stop` (a loaded
+    // machine): every thread then has figures. relaxed: see run_threads.
+    uint64_t cycle = 0;
+    do {
+      const uint64_t stamp = stamp_of(index, cycle);
+      // Post the ring: get buffers, write the owner stamp into each (the header a
+      // receive path would write).
+      for (std::size_t i = 0; i < options.ring; ++i) {
+        const BufferId id = cache.get();
+        if (id == kNoBuffer) break;
+        std::memcpy(pool.data(id).data(), &stamp, sizeof stamp);
+        ring.push_back(id);
+        if ((i + 1) % c.batch == 0) h += private_work(c.private_work, h + i);
+      }
+      // Complete it: the stamp must be ours still, then the buffer goes back.
+      for (std::size_t i = 0; i < ring.size(); ++i) {
+        uint64_t seen;
+        std::memcpy(&seen, pool.data(ring[i]).data(), sizeof seen);
+        if (seen != stamp) ++r.conflicts;
+        cache.put(ring[i]);
+        if ((i + 1) % c.batch == 0) h += private_work(c.private_work, h + i);
+      }
+      r.items += ring.size();
+      ring.clear();
+      ++cycle;
+    } while (!stop.load(std::memory_order_relaxed));
+    cache.drain();  // inside the window: the last flushes are sections too
+    r.ops = cache.stats().refills + cache.stats().flushes;
+    sink.fetch_add(h, std::memory_order_relaxed);  // relaxed: only defeats dead-code elimination
+  });
+
+  TrialSample s;
+  s.wall_ns = wall;
+  s.min_ops = UINT64_MAX;
+  uint64_t conflicts = 0;
+  for (const auto& r : records) {
+    s.ops += r.ops;
+    s.min_ops = std::min(s.min_ops, r.ops);
+    s.items += r.items;
+    s.cpu_ns += r.cpu_ns;
+    conflicts += r.conflicts;
+  }
+  std::string why;
+  if (conflicts != 0)
+    throw std::runtime_error(fmt::format("pool under {}: {} buffers were handed to two threads at once", lock.name,
+                                         conflicts));
+  if (!pool.check_invariants({}, why))
+    throw std::runtime_error(fmt::format("pool under {}: {}", lock.name, why));
+  return s;
+}
+
+TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, const LockEntry& lock) {
+  const auto& c = options.common;
+  const auto workers = static_cast<std::size_t>(thread_count);
+  SharedTxQueue queue(options.txq_capacity, lock.make());
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> workers_left{workers};
+  std::atomic<uint64_t> sink{0};
+  std::vector<uint64_t> consumed(workers, 0);
+  uint64_t order_errors = 0;
+  std::vector<ThreadRecord> records;
+
+  // Thread `workers` is the consumer; the others are workers.
+  const int64_t wall = run_threads(workers + 1, c.duration_ms, stop, records, [&](std::size_t index, ThreadRecord& r) {
+    if (index == workers) {
+      std::vector<TxDescriptor> out(options.consumer_burst);
+      std::vector<int64_t> last_seq(workers, -1);
+      for (;;) {
+        // acquire: pairs with each worker's release when it leaves; read BEFORE the
+        // pop, so a pass that sees 0 workers left and an empty queue has seen all.
+        const bool last_pass = workers_left.load(std::memory_order_acquire) == 0;
+        const std::size_t n = queue.pop_burst(out);
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto worker = static_cast<std::size_t>(out[i].cookie >> 32);
+          const auto seq = static_cast<int64_t>(out[i].cookie & 0xffffffffu);
+          if (worker >= workers || seq <= last_seq[worker]) {
+            ++order_errors;
+            continue;
+          }
+          last_seq[worker] = seq;
+          ++consumed[worker];
+        }
+        if (n == 0) {
+          if (last_pass) break;
+          std::this_thread::yield();  // an idle NIC queue: let the workers run
+        }
+      }
+      return;
+    }
+    std::vector<TxDescriptor> burst(c.batch);
+    uint32_t seq = 0;
+    uint64_t h = 0;
+    do {  // at least one burst, as in the pool's loop; relaxed: see run_threads
+      for (auto& d : burst) {
+        d.buffer = seq;
+        d.length = 64;
+        d.cookie = (uint64_t(index) << 32) | seq;
+        ++seq;
+      }
+      h += private_work(c.private_work, h + seq);
+      r.items += queue.push_burst(burst);
+      r.offered += burst.size();
+      ++r.ops;
+    } while (!stop.load(std::memory_order_relaxed));
+    sink.fetch_add(h, std::memory_order_relaxed);   // relaxed: only defeats dead-code elimination
+    workers_left.fetch_sub(1, std::memory_order_release);  // release: our pushes before the consumer's last pass
+  });
+
+  TrialSample s;
+  s.wall_ns = wall;
+  s.min_ops = UINT64_MAX;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    s.cpu_ns += r.cpu_ns;  // the consumer's too
+    if (i == workers) continue;
+    s.ops += r.ops;
+    s.min_ops = std::min(s.min_ops, r.ops);
+    s.items += r.items;
+    s.offered += r.offered;
+  }
+  const auto stats = queue.stats();
+  std::string why;
+  if (order_errors != 0) why = fmt::format("{} descriptors duplicated or out of order", order_errors);
+  for (std::size_t w = 0; w < workers && why.empty(); ++w)
+    if (consumed[w] != records[w].items)
+      why = fmt::format("worker {}: {} accepted but {} consumed", w, records[w].items, consumed[w]);
+  if (why.empty() && (stats.accepted != s.items || stats.accepted + stats.dropped != s.offered ||
+                      stats.popped != s.items || stats.size != 0))
+    why = fmt::format("queue counters disagree: accepted {} dropped {} popped {} queued {}; workers accepted {} of {}",
+                      stats.accepted, stats.dropped, stats.popped, stats.size, s.items, s.offered);
+  if (!why.empty()) throw std::runtime_error(fmt::format("txq under {}: {}", lock.name, why));
+  return s;
+}
+
+
+}  // namespace
+
+std::vector<std::string> delegation_structures() { return {"slab", "pool", "txq"}; }
+
+std::vector<std::string> datapath_lab_locks() {
+  std::vector<std::string> names;
+  for (const auto& entry : all_locks()) names.push_back(entry.name);
+  return names;
+}
+
+DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options, std::ostream* progress) {
+  const auto& c = options.common;
+  if (options.structure != "pool" && options.structure != "txq")
+    throw std::runtime_error(fmt::format("delegation lab: unknown datapath structure '{}' (pool, txq)", options.structure));
+  if (c.runs < 1 || c.duration_ms < 1 || c.batch < 1 || c.threads.empty())
+    throw std::runtime_error("delegation lab: runs, duration, batch and threads must be positive");
+  if (options.structure == "pool" && (options.ring < 1 || options.cache_capacity < c.batch))
+    throw std::runtime_error("delegation lab: pool needs ring >= 1 and cache capacity >= batch");
+  if (options.structure == "txq" && (options.txq_capacity < 1 || options.consumer_burst < 1))
+    throw std::runtime_error("delegation lab: txq needs a capacity and a consumer burst >= 1");
+  for (int t : c.threads)
+    if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
+  std::vector<const LockEntry*> chosen;
+  for (const auto& entry : all_locks())
+    if (c.locks.empty() || std::find(c.locks.begin(), c.locks.end(), entry.name) != c.locks.end())
+      chosen.push_back(&entry);
+  for (const auto& name : c.locks) {
+    const auto known = delegation_lab_locks();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw std::runtime_error(fmt::format("delegation lab: unknown lock '{}'", name));
+  }
+  if (chosen.empty())
+    throw std::runtime_error(fmt::format("delegation lab: none of the locks asked for runs on '{}'", options.structure));
+  const auto trial = options.structure == "pool" ? &run_pool_trial : &run_txq_trial;
+
+  DatapathLabReport report;
+  report.options = options;
+  for (int thread_count : c.threads) {
+    std::vector<DatapathPoint> points(chosen.size());
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      points[i].base.lock = chosen[i]->name;
+      points[i].base.threads = thread_count;
+    }
+    for (int run = 0; run < c.runs; ++run) {
+      // Rotate the order each run (interleaved: no lock always first).
+      for (std::size_t k = 0; k < chosen.size(); ++k) {
+        const std::size_t i = (k + static_cast<std::size_t>(run)) % chosen.size();
+        const TrialSample s = trial(options, thread_count, *chosen[i]);
+        auto& p = points[i];
+        const double ops = static_cast<double>(std::max<uint64_t>(s.ops, 1));
+        const double wall = static_cast<double>(s.wall_ns);
+        const double mean_ops = static_cast<double>(s.ops) / thread_count;
+        p.base.ops_per_s.push_back(static_cast<double>(s.ops) * 1e9 / wall);
+        p.base.ns_per_cs.push_back(wall / ops);
+        p.base.cpu_ns_per_cs.push_back(static_cast<double>(s.cpu_ns) / ops);
+        p.base.cores.push_back(static_cast<double>(s.cpu_ns) / wall);
+        p.base.fairness.push_back(mean_ops > 0 ? static_cast<double>(s.min_ops) / mean_ops : 0);
+        p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / wall);
+        p.drop_ratio.push_back(s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered)
+                                             : 0);
+        if (progress)
+          *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", options.structure,
+                                   thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()))
+                    << std::flush;
+      }
+    }
+    const DatapathPoint* mutex_point = nullptr;
+    for (auto& p : points) {
+      p.base.ops_per_s_summary = summarize(p.base.ops_per_s);
+      p.base.ns_per_cs_summary = summarize(p.base.ns_per_cs);
+      p.base.cpu_ns_per_cs_summary = summarize(p.base.cpu_ns_per_cs);
+      p.base.cores_summary = summarize(p.base.cores);
+      p.base.fairness_summary = summarize(p.base.fairness);
+      p.items_per_s_summary = summarize(p.items_per_s);
+      p.drop_ratio_summary = summarize(p.drop_ratio);
+      if (p.base.lock == "std::mutex") mutex_point = &p;
+    }
+    for (auto& p : points)
+      if (mutex_point)
+        p.base.vs_mutex = ratio_of_means(p.base.ops_per_s_summary, mutex_point->base.ops_per_s_summary);
+    report.points.insert(report.points.end(), points.begin(), points.end());
+  }
+  return report;
+}
+
+void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
+  const auto& o = report.options;
+  const auto& c = o.common;
+  const bool pool = o.structure == "pool";
+  if (pool) {
+    out << fmt::format(
+        "Seed 004 on the datapath: PacketPool ({} B buffers, per-thread caches of {}, refill/flush {} at a time),\n"
+        "each thread gets {} buffers then puts them back; an op is one refill or flush section.\n",
+        o.buffer_size, o.cache_capacity, c.batch, o.ring);
+  } else {
+    out << fmt::format(
+        "Seed 004 on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping {};\n"
+        "each worker pushes bursts of {}; an op is one push section (CPU includes the consumer's).\n",
+        o.txq_capacity, o.consumer_burst, c.batch);
+  }
+  out << fmt::format(
+      "{} private-work iterations per {}, {} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t).\n"
+      "{} CPUs online. delegation-async runs on the slab structure only.\n\n",
+      c.private_work, pool ? "batch" : "burst", c.runs, c.duration_ms, std::thread::hardware_concurrency());
+  std::vector<std::string> headers{"threads", "lock", "ops/s", "ns/CS", "CPU ns/CS", "cores", "fairness", "vs std::mutex"};
+  headers.push_back(pool ? "buffers/s" : "pkts/s");
+  if (!pool) headers.push_back("dropped");
+  TextTable table(headers);
+  int last_threads = -1;
+  for (const auto& dp : report.points) {
+    const auto& p = dp.base;
+    if (last_threads != -1 && p.threads != last_threads) table.add_separator();
+    last_threads = p.threads;
+    const auto& ops = p.ops_per_s_summary;
+    std::vector<std::string> row{
+        std::to_string(p.threads), p.lock, fmt::format("{} ±{:.0f}%", si(ops.mean), 100 * ops.relative_ci()),
+        with_ci(p.ns_per_cs_summary.mean, p.ns_per_cs_summary.ci95_half),
+        with_ci(p.cpu_ns_per_cs_summary.mean, p.cpu_ns_per_cs_summary.ci95_half),
+        fmt::format("{:.2f}", p.cores_summary.mean), fmt::format("{:.2f}", p.fairness_summary.mean),
+        p.lock == "std::mutex" ? std::string("baseline")
+        : p.vs_mutex.value > 0 ? fmt::format("{:.2f}x ±{:.2f}", p.vs_mutex.value, p.vs_mutex.ci95_half)
+                               : std::string("-"),
+        fmt::format("{} ±{:.0f}%", si(dp.items_per_s_summary.mean), 100 * dp.items_per_s_summary.relative_ci())};
+    if (!pool) row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
+    table.add_row(std::move(row));
+  }
+  table.print(out);
+}
+
+nlohmann::json to_json(const DatapathLabReport& report) {
+  const auto& o = report.options;
+  const auto& c = o.common;
+  nlohmann::json j;
+  j["experiment"] = "delegation";
+  j["seed"] = "004";
+  j["structure"] = o.structure;
+  j["options"] = {{"threads", c.threads},
+                  {"runs", c.runs},
+                  {"duration_ms", c.duration_ms},
+                  {"batch", c.batch},
+                  {"private_work", c.private_work}};
+  if (o.structure == "pool") {
+    j["options"]["ring"] = o.ring;
+    j["options"]["cache_capacity"] = o.cache_capacity;
+    j["options"]["buffer_size"] = o.buffer_size;
+  } else {
+    j["options"]["txq_capacity"] = o.txq_capacity;
+    j["options"]["consumer_burst"] = o.consumer_burst;
+  }
+  auto summary = [](const Summary& s) {
+    return nlohmann::json{{"n", s.n},          {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
+                          {"median", s.median}, {"min", s.min},   {"max", s.max}};
+  };
+  j["points"] = nlohmann::json::array();
+  for (const auto& dp : report.points) {
+    const auto& p = dp.base;
+    j["points"].push_back({{"lock", p.lock},
+                           {"threads", p.threads},
+                           {"ops_per_s", summary(p.ops_per_s_summary)},
+                           {"ns_per_cs", summary(p.ns_per_cs_summary)},
+                           {"cpu_ns_per_cs", summary(p.cpu_ns_per_cs_summary)},
+                           {"cores", summary(p.cores_summary)},
+                           {"fairness", summary(p.fairness_summary)},
+                           {"items_per_s", summary(dp.items_per_s_summary)},
+                           {"drop_ratio", summary(dp.drop_ratio_summary)},
+                           {"vs_mutex", {{"ratio", p.vs_mutex.value}, {"ci95_half", p.vs_mutex.ci95_half}}},
+                           {"samples", {{"ops_per_s", p.ops_per_s}, {"cpu_ns_per_cs", p.cpu_ns_per_cs}}}});
+  }
+  return j;
+}
+
+}  // namespace uvhost::bench::lab

@@ -1,0 +1,505 @@
+// iommu_lock_lab.cpp - seed 002's experiment (see iommu_lock_lab.h for the method).
+#include "uvhost/bench/lab/iommu_lock_lab.h"
+
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/latency_histogram.h"
+#include "uvhost/bench/table.h"
+#include "uvhost/virtio/guarded_guest_memory.h"
+
+namespace uvhost::bench::lab {
+
+using sync::GuardPolicy;
+
+// ---- IommuTable ------------------------------------------------------------------
+
+std::vector<IommuTable::Layout> IommuTable::vm_layout() {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  // What QEMU (q35, 4 GiB of RAM, one 512 MiB DIMM) hands a vhost-user backend: RAM
+  // below the VGA hole, RAM from 768 KiB to the 2 GiB PCI hole, the rest above 4 GiB,
+  // and a hot-plugged DIMM after it.
+  return {{0, 640 * 1024},
+          {0xc0000, 2 * kGiB - 0xc0000},
+          {4 * kGiB, 2 * kGiB},
+          {8 * kGiB, 512 * kMiB}};
+}
+
+IommuTable::IommuTable(std::vector<Layout> layout) : layout_(std::move(layout)) {
+  if (layout_.empty()) throw std::invalid_argument("iommu table: no regions");
+  std::sort(layout_.begin(), layout_.end(),
+            [](const Layout& a, const Layout& b) { return a.guest_phys_addr < b.guest_phys_addr; });
+  for (const Layout& r : layout_) {
+    if (r.size < kPage || r.guest_phys_addr + r.size > kFrontendStride) {
+      throw std::invalid_argument("iommu table: region smaller than a page or above the frontend stride");
+    }
+    // Address space only: PROT_NONE and MAP_NORESERVE, never touched (translation
+    // computes pointers and reads no guest memory).
+    void* p = ::mmap(nullptr, r.size + kShifts * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (p == MAP_FAILED) {
+      release();  // the destructor does not run for a constructor that throws
+      throw std::runtime_error("iommu table: cannot reserve host address space");
+    }
+    reservations_.push_back(static_cast<std::byte*>(p));
+  }
+}
+
+IommuTable::~IommuTable() { release(); }
+
+void IommuTable::release() noexcept {
+  for (std::size_t i = 0; i < reservations_.size(); ++i) {
+    ::munmap(reservations_[i], layout_[i].size + kShifts * kPage);
+  }
+  reservations_.clear();
+}
+
+std::unique_ptr<virtio::GuestMemoryMap> IommuTable::build_versions(uint64_t first_region_version,
+                                                                   uint64_t version) const {
+  std::vector<std::unique_ptr<virtio::MemoryRegion>> regions;
+  regions.reserve(layout_.size());
+  for (std::size_t i = 0; i < layout_.size(); ++i) {
+    const uint64_t v = i == 0 ? first_region_version : version;
+    const Layout& r = layout_[i];
+    regions.push_back(virtio::MemoryRegion::borrow(r.guest_phys_addr,
+                                                   kFrontendBase + v * kFrontendStride + r.guest_phys_addr,
+                                                   {host_base(i, v), static_cast<std::size_t>(r.size)}));
+  }
+  auto map = virtio::GuestMemoryMap::create(std::move(regions));
+  if (!map) throw std::runtime_error("iommu table: map refused");
+  return map;
+}
+
+std::unique_ptr<virtio::GuestMemoryMap> IommuTable::build(uint64_t version) const {
+  return build_versions(version, version);
+}
+
+std::unique_ptr<virtio::GuestMemoryMap> IommuTable::build_mixed(uint64_t a, uint64_t b) const {
+  return build_versions(a, b);
+}
+
+std::vector<IommuTable::Access> IommuTable::make_accesses(std::size_t count, uint64_t seed) const {
+  // Buffer lengths of a virtio-net datapath: small packets, headers, full frames, pages.
+  static constexpr uint32_t kLengths[] = {64, 256, 1514, 4096};
+  static constexpr double kLengthWeights[] = {0.3, 0.2, 0.4, 0.1};
+  std::mt19937_64 rng(seed);
+  std::discrete_distribution<int> length_pick(std::begin(kLengthWeights), std::end(kLengthWeights));
+  uint64_t total = 0;
+  for (const Layout& r : layout_) total += r.size;
+  std::uniform_int_distribution<uint64_t> byte_pick(0, total - 1);
+  std::vector<Access> accesses;
+  accesses.reserve(count);
+  for (std::size_t n = 0; n < count; ++n) {
+    // A uniformly chosen byte of guest RAM picks the region (so in proportion to size).
+    uint64_t at = byte_pick(rng);
+    uint32_t region = 0;
+    while (at >= layout_[region].size) at -= layout_[region++].size;
+    const uint32_t len = kLengths[length_pick(rng)];
+    const uint64_t size = layout_[region].size;
+    uint64_t offset = at & ~uint64_t{63};
+    if (offset + len > size) offset = (size - len) & ~uint64_t{63};
+    accesses.push_back({layout_[region].guest_phys_addr + offset, len, region});
+  }
+  return accesses;
+}
+
+// ---- One run -----------------------------------------------------------------------
+
+std::string_view to_string(IommuMix mix) noexcept { return mix == IommuMix::kMixed ? "mix" : "read-only"; }
+
+namespace {
+
+// Translations of one reader: a power of two, cycled through.
+constexpr std::size_t kAccessesPerReader = 4096;
+
+struct alignas(64) ReaderSlot {
+  // Translations so far, published every sample_every translations for the writer.
+  std::atomic<uint64_t> published{0};
+  alignas(64) uint64_t translations = 0;
+  uint64_t mismatches = 0;
+  int64_t cpu_ns = 0;
+  LatencyHistogram histogram;
+  std::vector<IommuTable::Access> accesses;
+};
+
+struct RunShared {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+};
+
+void wait_for_go(const std::atomic<bool>& go) {
+  go.wait(false, std::memory_order_acquire);  // acquire: pairs with the main thread's release
+}
+
+void reader_main(const virtio::GuardedGuestMemory& memory, const IommuTable& table, ReaderSlot& slot,
+                 RunShared& shared, int sample_every) {
+  virtio::IoVector scratch(4);
+  const std::vector<IommuTable::Access>& accesses = slot.accesses;
+  // The datapath's shape: one read section per descriptor, translate, use the result.
+  auto translate = [&](const IommuTable::Access& access) {
+    return memory.read([&](const virtio::GuestMemoryMap& map) { return table.check(map, access, scratch); });
+  };
+  (void)translate(accesses[0]);  // untimed: registers this thread with liburcu (RCU)
+  // release: the main thread (acquire) opens the window only after this first read.
+  shared.ready.fetch_add(1, std::memory_order_release);
+  shared.ready.notify_all();
+  wait_for_go(shared.go);
+
+  const int64_t cpu_start = thread_cpu_ns();
+  uint64_t done = 0;
+  uint64_t bad = 0;
+  std::size_t next = 0;
+  // relaxed: a stop request only needs to be noticed eventually.
+  while (!shared.stop.load(std::memory_order_relaxed)) {
+    // One timed translation, then sample_every - 1 untimed ones.
+    const int64_t t0 = monotonic_ns();
+    bad += translate(accesses[next++ & (kAccessesPerReader - 1)]) ? 0u : 1u;
+    slot.histogram.record(static_cast<uint64_t>(monotonic_ns() - t0));
+    for (int k = 1; k < sample_every; ++k) {
+      bad += translate(accesses[next++ & (kAccessesPerReader - 1)]) ? 0u : 1u;
+    }
+    done += static_cast<uint64_t>(sample_every);
+    // relaxed: a progress count for the writer's pacing; it orders nothing.
+    slot.published.store(done, std::memory_order_relaxed);
+  }
+  slot.cpu_ns = thread_cpu_ns() - cpu_start;
+  slot.translations = done;
+  slot.mismatches = bad;
+}
+
+struct WriterResult {
+  uint64_t updates = 0;
+  int64_t cpu_ns = 0;
+};
+
+// Publishes version 1, 2, ... each time the readers together have done another
+// reads_per_update translations; sleeps in between for about the time the readers
+// need to get there.
+void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table,
+                 const std::vector<std::unique_ptr<ReaderSlot>>& slots, RunShared& shared, int reads_per_update,
+                 WriterResult& out) {
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // 1 us slack: short sleeps stay short
+  wait_for_go(shared.go);
+  const int64_t cpu_start = thread_cpu_ns();
+  const int64_t t0 = monotonic_ns();
+  uint64_t updates = 0;
+  while (!shared.stop.load(std::memory_order_relaxed)) {  // relaxed: see reader_main()
+    uint64_t total = 0;
+    // relaxed: progress counts only (see reader_main()).
+    for (const auto& slot : slots) total += slot->published.load(std::memory_order_relaxed);
+    const uint64_t target = (updates + 1) * static_cast<uint64_t>(reads_per_update);
+    if (total >= target) {
+      memory.replace(table.build(updates + 1));  // SET_MEM_TABLE: a new map, the old one retired
+      ++updates;
+      continue;
+    }
+    // Sleep for the readers' expected time to reach the target, 2 us .. 1 ms.
+    const int64_t elapsed = std::max<int64_t>(monotonic_ns() - t0, 1);
+    const double rate = static_cast<double>(total) / static_cast<double>(elapsed);  // per ns
+    const double wait = rate > 0 ? static_cast<double>(target - total) / rate : 1e6;
+    const auto ns = static_cast<int64_t>(std::clamp(wait, 2e3, 1e6));
+    timespec ts{0, static_cast<long>(ns)};
+    nanosleep(&ts, nullptr);
+  }
+  out.updates = updates;
+  out.cpu_ns = thread_cpu_ns() - cpu_start;
+}
+
+double per_second(double count, int64_t wall_ns) {
+  return wall_ns > 0 ? count * 1e9 / static_cast<double>(wall_ns) : 0.0;
+}
+
+Summary summarize_field(const std::vector<IommuRunSample>& samples, double IommuRunSample::*field) {
+  std::vector<double> values;
+  values.reserve(samples.size());
+  for (const auto& s : samples) values.push_back(s.*field);
+  return summarize(values);
+}
+
+nlohmann::json summary_json(const Summary& s) {
+  return {{"mean", s.mean}, {"ci95_half", s.ci95_half}, {"stddev", s.stddev},
+          {"min", s.min},   {"max", s.max},             {"n", s.n}};
+}
+
+// "12.3 M ±1.2 M": large counts and rates.
+std::string si_with_ci(const Summary& s) { return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half)); }
+
+nlohmann::json ratio_json(const Ratio& r) { return {{"value", r.value}, {"ci95_half", r.ci95_half}}; }
+
+std::string mix_label(const IommuLockLabConfig& config, IommuMix mix) {
+  return mix == IommuMix::kMixed ? fmt::format("{}:1", config.reads_per_update) : "read-only";
+}
+
+}  // namespace
+
+void validate(const IommuLockLabConfig& config) {
+  if (config.threads.empty()) throw std::invalid_argument("no thread counts");
+  for (int t : config.threads) {
+    if (t < 1 || t > 1024) throw std::invalid_argument(fmt::format("thread count {} not in [1, 1024]", t));
+  }
+  if (config.policies.empty()) throw std::invalid_argument("no policies");
+  if (config.mixes.empty()) throw std::invalid_argument("no mixes");
+  if (config.runs < 1) throw std::invalid_argument("runs must be >= 1");
+  if (config.duration_ms < 1) throw std::invalid_argument("duration must be >= 1 ms");
+  if (config.reads_per_update < 1) throw std::invalid_argument("reads per update must be >= 1");
+  if (config.sample_every < 1) throw std::invalid_argument("sample interval must be >= 1");
+}
+
+const IommuLockLabCell* IommuLockLabResult::find(int threads, IommuMix mix, GuardPolicy policy) const noexcept {
+  for (const auto& cell : cells) {
+    if (cell.threads == threads && cell.mix == mix && cell.policy == policy) return &cell;
+  }
+  return nullptr;
+}
+
+uint64_t IommuLockLabResult::total_mismatches() const noexcept {
+  uint64_t total = 0;
+  for (const auto& cell : cells) total += cell.mismatches;
+  return total;
+}
+
+IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable& table, int threads, IommuMix mix,
+                              GuardPolicy policy) {
+  virtio::GuardedGuestMemory memory(policy, table.build(0));
+  RunShared shared;
+  std::vector<std::unique_ptr<ReaderSlot>> slots;
+  slots.reserve(static_cast<std::size_t>(threads));
+  for (int i = 0; i < threads; ++i) {
+    auto slot = std::make_unique<ReaderSlot>();
+    slot->accesses = table.make_accesses(kAccessesPerReader, uint64_t{0x5eed0002} * 1000 + static_cast<uint64_t>(i));
+    slots.push_back(std::move(slot));
+  }
+
+  std::vector<std::thread> readers;
+  readers.reserve(slots.size());
+  for (auto& slot : slots) {
+    readers.emplace_back(
+        [&, s = slot.get()] { reader_main(memory, table, *s, shared, config.sample_every); });
+  }
+  // Every reader has done its untimed first read before the window opens.
+  for (int r = shared.ready.load(std::memory_order_acquire); r < threads;
+       r = shared.ready.load(std::memory_order_acquire)) {
+    shared.ready.wait(r, std::memory_order_acquire);  // acquire: pairs with the readers' release
+  }
+  WriterResult writer_result;
+  std::thread writer;
+  if (mix == IommuMix::kMixed) {
+    writer = std::thread(
+        [&] { writer_main(memory, table, slots, shared, config.reads_per_update, writer_result); });
+  }
+
+  const int64_t t0 = monotonic_ns();
+  shared.go.store(true, std::memory_order_release);  // release: the readers' accesses are built
+  shared.go.notify_all();
+  std::this_thread::sleep_for(std::chrono::milliseconds(config.duration_ms));
+  shared.stop.store(true, std::memory_order_relaxed);  // relaxed: join() below orders the results
+  const int64_t wall = monotonic_ns() - t0;
+  for (auto& t : readers) t.join();
+  if (writer.joinable()) writer.join();
+
+  IommuRunSample s;
+  LatencyHistogram histogram;
+  int64_t reader_cpu = 0;
+  for (const auto& slot : slots) {
+    s.translations += slot->translations;
+    s.mismatches += slot->mismatches;
+    reader_cpu += slot->cpu_ns;
+    histogram.merge(slot->histogram);
+  }
+  const auto translations = static_cast<double>(std::max<uint64_t>(s.translations, 1));
+  s.translations_per_s = per_second(static_cast<double>(s.translations), wall);
+  s.wall_ns_per_translation = static_cast<double>(wall) * threads / translations;
+  s.cpu_ns_per_translation = static_cast<double>(reader_cpu) / translations;
+  s.p999_ns = histogram.percentile(99.9);
+  s.max_ns = static_cast<double>(histogram.max_ns());
+  s.latency_samples = histogram.count();
+  s.updates = writer_result.updates;
+  s.updates_per_s = per_second(static_cast<double>(s.updates), wall);
+  s.translations_per_update = s.updates > 0 ? static_cast<double>(s.translations) / static_cast<double>(s.updates) : 0;
+  s.writer_cpu_pct = 100.0 * static_cast<double>(writer_result.cpu_ns) / static_cast<double>(wall);
+  return s;
+}
+
+IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
+                                      const std::function<void(const std::string&)>& progress) {
+  validate(config);
+  IommuTable table;
+  IommuLockLabResult result;
+  result.config = config;
+  const std::size_t policies = config.policies.size();
+  for (int threads : config.threads) {
+    for (IommuMix mix : config.mixes) {
+      const std::size_t first = result.cells.size();
+      for (GuardPolicy policy : config.policies) {
+        IommuLockLabCell cell;
+        cell.threads = threads;
+        cell.mix = mix;
+        cell.policy = policy;
+        result.cells.push_back(cell);
+      }
+      for (int run = 0; run < config.runs; ++run) {
+        // Interleaved, and rotated each run: a b c d, b c d a, c d a b, ...
+        for (std::size_t k = 0; k < policies; ++k) {
+          IommuLockLabCell& cell = result.cells[first + (k + static_cast<std::size_t>(run)) % policies];
+          IommuRunSample s = run_iommu_once(config, table, threads, mix, cell.policy);
+          cell.samples.push_back(s);
+          if (progress) {
+            progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
+                                 "{:.1f} ns CPU, {} updates/s, max {} ns{}",
+                                 threads, mix_label(config, mix), sync::to_string(cell.policy), run + 1,
+                                 config.runs, si(s.translations_per_s), s.wall_ns_per_translation,
+                                 s.cpu_ns_per_translation, si(s.updates_per_s), si(s.max_ns),
+                                 s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
+          }
+        }
+      }
+      for (std::size_t k = 0; k < policies; ++k) {
+        IommuLockLabCell& cell = result.cells[first + k];
+        cell.translations_per_s = summarize_field(cell.samples, &IommuRunSample::translations_per_s);
+        cell.wall_ns_per_translation = summarize_field(cell.samples, &IommuRunSample::wall_ns_per_translation);
+        cell.cpu_ns_per_translation = summarize_field(cell.samples, &IommuRunSample::cpu_ns_per_translation);
+        cell.p999_ns = summarize_field(cell.samples, &IommuRunSample::p999_ns);
+        cell.max_ns = summarize_field(cell.samples, &IommuRunSample::max_ns);
+        cell.updates_per_s = summarize_field(cell.samples, &IommuRunSample::updates_per_s);
+        cell.translations_per_update = summarize_field(cell.samples, &IommuRunSample::translations_per_update);
+        cell.writer_cpu_pct = summarize_field(cell.samples, &IommuRunSample::writer_cpu_pct);
+        for (const auto& s : cell.samples) cell.mismatches += s.mismatches;
+      }
+    }
+  }
+  return result;
+}
+
+void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
+  const IommuLockLabConfig& config = result.config;
+  // The seed's shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
+  // workload (here: reader threads), the cost of the lock per lookup, relative to B.
+  for (IommuMix mix : config.mixes) {
+    out << fmt::format("mix {}: wall ns per translation (mean ±95% CI), (× ratio vs mutex ±CI)\n",
+                       mix_label(config, mix));
+    std::vector<std::string> headers{"policy"};
+    for (int t : config.threads) headers.push_back(fmt::format("{} thread{}", t, t == 1 ? "" : "s"));
+    TextTable seed_table(headers);
+    for (GuardPolicy policy : config.policies) {
+      std::vector<std::string> row{std::string(sync::to_string(policy))};
+      for (int t : config.threads) {
+        const IommuLockLabCell* cell = result.find(t, mix, policy);
+        const IommuLockLabCell* base = result.find(t, mix, GuardPolicy::kMutex);
+        std::string text = with_ci(cell->wall_ns_per_translation.mean, cell->wall_ns_per_translation.ci95_half);
+        if (base != nullptr && policy != GuardPolicy::kMutex) {
+          Ratio r = ratio_of_means(cell->wall_ns_per_translation, base->wall_ns_per_translation);
+          text += fmt::format(" (×{} ±{})", significant(r.value, 3), significant(r.ci95_half, 2));
+        }
+        row.push_back(std::move(text));
+      }
+      seed_table.add_row(std::move(row));
+    }
+    seed_table.print(out);
+    out << "\n";
+  }
+
+  TextTable detail({"threads", "mix", "policy", "translations/s", "vs mutex", "wall ns", "CPU ns", "CPU vs mutex",
+                    "p99.9 ns", "max ns", "updates/s", "reads/update", "writer %", "bad"});
+  for (int t : config.threads) {
+    for (IommuMix mix : config.mixes) {
+      const IommuLockLabCell* base = result.find(t, mix, GuardPolicy::kMutex);
+      for (GuardPolicy policy : config.policies) {
+        const IommuLockLabCell* c = result.find(t, mix, policy);
+        auto ratio_text = [&](const Summary& a, const Summary& b) {
+          if (base == nullptr) return std::string("-");
+          Ratio r = ratio_of_means(a, b);
+          return with_ci(r.value, r.ci95_half);
+        };
+        const bool mixed = mix == IommuMix::kMixed;
+        detail.add_row({std::to_string(t), mix_label(config, mix), std::string(sync::to_string(policy)),
+                        si_with_ci(c->translations_per_s),
+                        base ? ratio_text(c->translations_per_s, base->translations_per_s) : "-",
+                        with_ci(c->wall_ns_per_translation.mean, c->wall_ns_per_translation.ci95_half),
+                        with_ci(c->cpu_ns_per_translation.mean, c->cpu_ns_per_translation.ci95_half),
+                        base ? ratio_text(c->cpu_ns_per_translation, base->cpu_ns_per_translation) : "-",
+                        with_ci(c->p999_ns.mean, c->p999_ns.ci95_half), si_with_ci(c->max_ns),
+                        mixed ? si_with_ci(c->updates_per_s) : "-",
+                        mixed ? with_ci(c->translations_per_update.mean, c->translations_per_update.ci95_half) : "-",
+                        mixed ? with_ci(c->writer_cpu_pct.mean, c->writer_cpu_pct.ci95_half) : "-",
+                        std::to_string(c->mismatches)});
+      }
+    }
+    detail.add_separator();
+  }
+  detail.print(out);
+}
+
+nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
+  const IommuLockLabConfig& c = result.config;
+  nlohmann::json policies = nlohmann::json::array();
+  for (GuardPolicy p : c.policies) policies.push_back(std::string(sync::to_string(p)));
+  nlohmann::json mixes = nlohmann::json::array();
+  for (IommuMix m : c.mixes) mixes.push_back(std::string(to_string(m)));
+  nlohmann::json j;
+  j["experiment"] = "iommu-lock";
+  j["seed"] = "002";
+  j["config"] = {{"threads", c.threads},         {"policies", policies},
+                 {"mixes", mixes},               {"runs", c.runs},
+                 {"duration_ms", c.duration_ms}, {"reads_per_update", c.reads_per_update},
+                 {"sample_every", c.sample_every}};
+  nlohmann::json cells = nlohmann::json::array();
+  for (const auto& cell : result.cells) {
+    nlohmann::json samples = nlohmann::json::array();
+    for (const auto& s : cell.samples) {
+      samples.push_back({{"translations_per_s", s.translations_per_s},
+                         {"wall_ns_per_translation", s.wall_ns_per_translation},
+                         {"cpu_ns_per_translation", s.cpu_ns_per_translation},
+                         {"p999_ns", s.p999_ns},
+                         {"max_ns", s.max_ns},
+                         {"updates_per_s", s.updates_per_s},
+                         {"translations_per_update", s.translations_per_update},
+                         {"writer_cpu_pct", s.writer_cpu_pct},
+                         {"translations", s.translations},
+                         {"updates", s.updates},
+                         {"mismatches", s.mismatches},
+                         {"latency_samples", s.latency_samples}});
+    }
+    nlohmann::json entry = {{"threads", cell.threads},
+                            {"mix", std::string(to_string(cell.mix))},
+                            {"policy", std::string(sync::to_string(cell.policy))},
+                            {"translations_per_s", summary_json(cell.translations_per_s)},
+                            {"wall_ns_per_translation", summary_json(cell.wall_ns_per_translation)},
+                            {"cpu_ns_per_translation", summary_json(cell.cpu_ns_per_translation)},
+                            {"p999_ns", summary_json(cell.p999_ns)},
+                            {"max_ns", summary_json(cell.max_ns)},
+                            {"updates_per_s", summary_json(cell.updates_per_s)},
+                            {"translations_per_update", summary_json(cell.translations_per_update)},
+                            {"writer_cpu_pct", summary_json(cell.writer_cpu_pct)},
+                            {"mismatches", cell.mismatches},
+                            {"samples", samples}};
+    if (const IommuLockLabCell* base = result.find(cell.threads, cell.mix, GuardPolicy::kMutex)) {
+      entry["vs_mutex"] = {
+          {"translations_per_s", ratio_json(ratio_of_means(cell.translations_per_s, base->translations_per_s))},
+          {"wall_ns_per_translation",
+           ratio_json(ratio_of_means(cell.wall_ns_per_translation, base->wall_ns_per_translation))},
+          {"cpu_ns_per_translation",
+           ratio_json(ratio_of_means(cell.cpu_ns_per_translation, base->cpu_ns_per_translation))},
+          {"p999_ns", ratio_json(ratio_of_means(cell.p999_ns, base->p999_ns))}};
+    }
+    cells.push_back(std::move(entry));
+  }
+  j["cells"] = cells;
+  j["mismatches"] = result.total_mismatches();
+  return j;
+}
+
+}  // namespace uvhost::bench::lab

@@ -1,0 +1,187 @@
+// workload_config.cpp - Workload names and Config parsing (see workload.h).
+//
+// Port keys are checked by serve's own parser (parse_port_spec) on a spec the bench
+// would build anyway, so `uvhost bench` and `uvhost serve` can never disagree on what a
+// key accepts. Keys the bench sets itself per run (the socket, the backend per
+// workload, queues, the name, the source's size and rate) are refused up front.
+#include <charconv>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "uvhost/bench/workload.h"
+#include "uvhost/serve/port_spec.h"
+#include "uvhost/sync/work_queue.h"
+
+namespace uvhost::bench {
+
+std::string_view to_string(Workload workload) noexcept {
+  switch (workload) {
+    case Workload::kStreamTx: return "stream-tx";
+    case Workload::kStreamRx: return "stream-rx";
+    case Workload::kRr: return "rr";
+  }
+  return "?";
+}
+
+std::optional<Workload> parse_workload(std::string_view text) noexcept {
+  for (Workload w : {Workload::kStreamTx, Workload::kStreamRx, Workload::kRr}) {
+    if (text == to_string(w)) return w;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+template <typename T>
+bool parse_number(std::string_view text, T& out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return ec == std::errc() && ptr == end && !text.empty();
+}
+
+// Port keys the bench decides per run: refusing them keeps runs comparable.
+bool bench_owned_port_key(std::string_view key) {
+  static const std::set<std::string_view> owned{"sock", "path", "client", "queues", "name", "size", "rate", "tap"};
+  return owned.count(key) != 0;
+}
+
+}  // namespace
+
+std::optional<Config> parse_config(std::string_view text, std::string& error) {
+  Config config;
+  std::set<std::string, std::less<>> seen;
+  std::string backend_name;
+  bool have_pid = false;
+  if (text.empty()) return config;  // the defaults: backend=uvhost, nothing changed
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) {
+      error = "empty item in config (two commas, or a trailing comma)";
+      return std::nullopt;
+    }
+    const size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1);
+    if (key.empty()) {
+      error = fmt::format("item '{}' has no key", item);
+      return std::nullopt;
+    }
+    if (!seen.insert(std::string(key)).second) {
+      error = fmt::format("key '{}' given twice", key);
+      return std::nullopt;
+    }
+    auto need_value = [&]() {
+      if (eq == std::string_view::npos || value.empty()) {
+        error = fmt::format("key '{}' needs a value ({}=...)", key, key);
+        return false;
+      }
+      return true;
+    };
+    if (key == "backend") {
+      if (!need_value()) return std::nullopt;
+      if (value != "uvhost" && value != "testpmd") {
+        error = fmt::format("backend '{}' unknown (uvhost, testpmd; a running backend: socket=PATH)", value);
+        return std::nullopt;
+      }
+      backend_name = value;
+    } else if (key == "socket") {
+      if (!need_value()) return std::nullopt;
+      config.socket = value;
+    } else if (key == "pid") {
+      if (!need_value()) return std::nullopt;
+      if (!parse_number(value, config.backend_pid) || config.backend_pid <= 0) {
+        error = fmt::format("pid '{}' is not a process id", value);
+        return std::nullopt;
+      }
+      have_pid = true;
+    } else if (key == "label") {
+      if (!need_value()) return std::nullopt;
+      config.label = value;
+    } else if (key == "spin_ns") {
+      if (!need_value()) return std::nullopt;
+      if (!parse_number(value, config.frontend_spin_ns) || config.frontend_spin_ns > 1'000'000'000) {
+        error = fmt::format("spin_ns '{}' is not a number of nanoseconds (0..1e9)", value);
+        return std::nullopt;
+      }
+    } else if (key == "enqueue") {
+      if (!need_value()) return std::nullopt;
+      const auto strategy = sync::parse_enqueue_strategy(value);
+      if (!strategy) {
+        error = fmt::format("enqueue '{}' unknown (locked_wake, unlock_wake, lockless)", value);
+        return std::nullopt;
+      }
+      config.serve_args.insert(config.serve_args.end(), {"--enqueue", std::string(sync::to_string(*strategy))});
+    } else if (key == "pool_workers") {
+      uint32_t workers = 0;
+      if (!need_value()) return std::nullopt;
+      if (!parse_number(value, workers) || workers < 1 || workers > 64) {
+        error = fmt::format("pool_workers '{}' is not a number in 1..64", value);
+        return std::nullopt;
+      }
+      config.serve_args.insert(config.serve_args.end(), {"--pool-workers", std::string(value)});
+    } else if (bench_owned_port_key(key)) {
+      error = fmt::format("port key '{}' is set by the bench itself (socket, backend per workload, --queues, "
+                          "name, source size and rate)", key);
+      return std::nullopt;
+    } else {
+      config.port_keys.emplace_back(std::string(key), eq == std::string_view::npos ? std::string{} : std::string(value));
+    }
+    if (comma >= text.size()) break;
+  }
+
+  if (!config.socket.empty()) {
+    if (!backend_name.empty()) {
+      error = "socket= names a running backend; it cannot be combined with backend=";
+      return std::nullopt;
+    }
+    config.backend = BackendKind::kSocket;
+  } else if (have_pid) {
+    error = "pid= only goes with socket=PATH (a backend that is already running)";
+    return std::nullopt;
+  } else if (backend_name == "testpmd") {
+    config.backend = BackendKind::kTestpmd;
+  }
+
+  if (config.backend != BackendKind::kUvhost && (!config.port_keys.empty() || !config.serve_args.empty())) {
+    error = fmt::format("port keys and daemon flags (enqueue, pool_workers) apply to backend=uvhost only");
+    return std::nullopt;
+  }
+  if (!config.port_keys.empty()) {
+    // The spec the bench builds (backend=loopback: the keys every backend accepts).
+    std::string spec = "sock=/nonexistent/bench.sock,backend=loopback";
+    for (const auto& [key, value] : config.port_keys) spec += value.empty() ? fmt::format(",{}", key) : fmt::format(",{}={}", key, value);
+    std::string spec_error;
+    if (!serve::parse_port_spec(spec, spec_error)) {
+      error = fmt::format("port keys: {}", spec_error);
+      return std::nullopt;
+    }
+  }
+  return config;
+}
+
+std::string describe(const Config& config) {
+  std::vector<std::string> items;
+  switch (config.backend) {
+    case BackendKind::kUvhost: break;
+    case BackendKind::kTestpmd: items.emplace_back("backend=testpmd"); break;
+    case BackendKind::kSocket:
+      items.push_back("socket=" + config.socket);
+      if (config.backend_pid != 0) items.push_back(fmt::format("pid={}", config.backend_pid));
+      break;
+  }
+  for (const auto& [key, value] : config.port_keys) items.push_back(value.empty() ? key : key + "=" + value);
+  for (size_t i = 0; i + 1 < config.serve_args.size(); i += 2) {
+    if (config.serve_args[i] == "--enqueue") items.push_back("enqueue=" + config.serve_args[i + 1]);
+    if (config.serve_args[i] == "--pool-workers") items.push_back("pool_workers=" + config.serve_args[i + 1]);
+  }
+  if (config.frontend_spin_ns != 0) items.push_back(fmt::format("spin_ns={}", config.frontend_spin_ns));
+  if (items.empty()) return "backend=uvhost";
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
+}  // namespace uvhost::bench

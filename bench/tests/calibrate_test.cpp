@@ -1,0 +1,113 @@
+// Tests for the calibration: the spin arithmetic, and whole calibrations against a
+// seeded random model of a machine whose truth is known (A/A: no difference; A/B:
+// B does 3% more work per transaction).
+#include "uvhost/bench/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "ab_test_model.h"
+
+namespace uvhost::bench {
+namespace {
+
+TEST(Calibrate, SpinArithmetic) {
+  // rr at 100 k tps: 10 us per transaction, 3% = 300 ns, over 2 frontend packets.
+  EXPECT_EQ(slowdown_spin_ns(0.03, 100'000, Workload::kRr), 150u);
+  // stream at 1 Mpps: 1 us per packet, 3% = 30 ns.
+  EXPECT_EQ(slowdown_spin_ns(0.03, 1'000'000, Workload::kStreamTx), 30u);
+  EXPECT_EQ(slowdown_spin_ns(0.03, 1'000'000, Workload::kStreamRx), 30u);
+  EXPECT_EQ(slowdown_spin_ns(0.03, 0, Workload::kRr), 0u);
+  EXPECT_EQ(slowdown_spin_ns(0, 1000, Workload::kRr), 0u);
+}
+
+// 100 trials: each rate's binomial sd is ~2%, so the bands are wide enough for any
+// seed while still failing a broken CI (a too-narrow one says "worse" on A/A often).
+TEST(Calibrate, WellBehavedMachinePasses) {
+  ModelMachine machine(20261130, 0.01);
+  CalibrateSpec spec;
+  spec.trials = 100;
+  spec.runs = 10;
+  std::vector<std::string> progress;
+  const CalibrateResult result = run_calibrate(
+      spec, [&](const Config& c, const Point& p) { return machine.run(c, p); },
+      [&](const std::string& line) { progress.push_back(line); });
+
+  // Model: 10 us per transaction; the pilot sizes the spin at 3% / 2 of it.
+  ASSERT_EQ(result.pilot_throughput.size(), 3u);
+  EXPECT_GE(result.spin_ns, 140u);
+  EXPECT_LE(result.spin_ns, 160u);
+  EXPECT_EQ(result.slowed.frontend_spin_ns, result.spin_ns);
+  EXPECT_EQ(result.slowed.label, "A+3%");
+  EXPECT_EQ(result.aa.size(), 100u);
+  EXPECT_EQ(result.ab.size(), 100u);
+  EXPECT_EQ(result.aa[0].spec.runs, 10u);
+  ASSERT_EQ(result.checks.size(), 4u);
+  for (const RateCheck& c : result.checks) {
+    EXPECT_EQ(c.aa_noise.trials, 100u);
+    EXPECT_GE(c.aa_noise.rate, 0.88) << c.metric << " " << to_string(c.method);
+    EXPECT_LE(c.aa_noise.low, c.aa_noise.rate);
+    EXPECT_GE(c.aa_noise.high, c.aa_noise.rate);
+  }
+  // thu: 1% noise per run against a 2.9% effect over 10 pairs is seen every time.
+  const RateCheck* d = result.default_check();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->metric, "thu");
+  EXPECT_EQ(d->method, AbMethod::kPairedT);
+  EXPECT_GE(d->ab_worse.rate, 0.95);
+  EXPECT_TRUE(d->ab_pass());
+  // pilots + progress per run + one line per trial's comparison.
+  EXPECT_EQ(progress.size(), 3u + 1u + 200u * 21u);
+
+  std::ostringstream out;
+  print_calibrate_report(result, out);
+  const std::string t = out.str();
+  for (const char* needle : {"A/A noise", "A/B worse", "paired-t", "welch", "normalize", "PASS", "compare's default"}) {
+    EXPECT_NE(t.find(needle), std::string::npos) << needle << "\n" << t;
+  }
+  const nlohmann::json j = calibrate_json(result);
+  EXPECT_EQ(j["aa_trials"].size(), 100u);
+  EXPECT_EQ(j["checks"].size(), 4u);
+  EXPECT_EQ(j["spin_ns"], result.spin_ns);
+}
+
+// A machine far noisier than the effect (20% per run vs 3%): A/B cannot see it, and
+// calibration must say so (FAIL on power), while A/A still mostly says noise.
+TEST(Calibrate, NoisyMachineFailsPower) {
+  ModelMachine machine(5, 0.20);
+  CalibrateSpec spec;
+  spec.trials = 40;
+  spec.runs = 4;
+  const CalibrateResult result = run_calibrate(spec, [&](const Config& c, const Point& p) { return machine.run(c, p); });
+  const RateCheck* d = result.default_check();
+  ASSERT_NE(d, nullptr);
+  EXPECT_LT(d->ab_worse.rate, 0.5);
+  EXPECT_FALSE(d->ab_pass());
+  EXPECT_GE(d->aa_noise.rate, 0.85);
+  std::ostringstream out;
+  print_calibrate_report(result, out);
+  EXPECT_NE(out.str().find("FAIL"), std::string::npos);
+}
+
+TEST(Calibrate, RejectsBadSpecsAndDeadPilots) {
+  ModelMachine machine(6);
+  const Runner model = [&](const Config& c, const Point& p) { return machine.run(c, p); };
+  CalibrateSpec spec;
+  spec.trials = 0;
+  EXPECT_THROW(run_calibrate(spec, model), std::invalid_argument);
+  spec.trials = 1;
+  spec.runs = 1;
+  EXPECT_THROW(run_calibrate(spec, model), std::invalid_argument);
+  spec.runs = 2;
+  spec.slowdown = 0;
+  EXPECT_THROW(run_calibrate(spec, model), std::invalid_argument);
+  spec.slowdown = 0.03;
+  // A backend that moves nothing cannot size the spin.
+  EXPECT_THROW(run_calibrate(spec, [](const Config&, const Point&) { return RunResult{}; }), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace uvhost::bench

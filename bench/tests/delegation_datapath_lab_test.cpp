@@ -1,0 +1,93 @@
+// Runs the datapath delegation lab (pool and txq) on tiny configurations with every
+// lock it knows: each run must keep the structure's invariants (the lab throws
+// otherwise) and produce sane figures; the table and the JSON name the structure.
+#include "uvhost/bench/lab/delegation_datapath_lab.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace uvhost::bench::lab {
+namespace {
+
+DatapathLabOptions tiny(const std::string& structure) {
+  DatapathLabOptions o;
+  o.structure = structure;
+  o.common.threads = {1, 3, 6};
+  o.common.runs = 2;
+  o.common.duration_ms = 15;
+  o.ring = 64;
+  o.cache_capacity = 16;
+  o.txq_capacity = 32;  // small: some bursts are dropped
+  return o;
+}
+
+void expect_sane(const DatapathLabReport& report) {
+  const auto locks = datapath_lab_locks();
+  ASSERT_EQ(report.points.size(), locks.size() * report.options.common.threads.size());
+  for (const auto& dp : report.points) {
+    const auto& p = dp.base;
+    EXPECT_EQ(p.ops_per_s.size(), 2u) << p.lock;
+    EXPECT_GT(p.ops_per_s_summary.mean, 0) << p.lock << " threads=" << p.threads;
+    EXPECT_GT(dp.items_per_s_summary.mean, 0) << p.lock << " threads=" << p.threads;
+    EXPECT_GE(dp.drop_ratio_summary.mean, 0) << p.lock;
+    EXPECT_LE(dp.drop_ratio_summary.mean, 1) << p.lock;
+    EXPECT_GE(p.fairness_summary.mean, 0) << p.lock;
+    EXPECT_LE(p.fairness_summary.mean, 1.0 + 1e-9) << p.lock;
+    EXPECT_GT(p.vs_mutex.value, 0) << p.lock;
+  }
+}
+
+TEST(DelegationDatapathLab, PoolRunsEveryLockAndKeepsInvariants) {
+  const auto report = run_delegation_datapath_lab(tiny("pool"), nullptr);
+  expect_sane(report);
+  for (const auto& dp : report.points) EXPECT_EQ(dp.drop_ratio_summary.mean, 0) << dp.base.lock;
+  std::ostringstream table;
+  print_datapath_table(report, table);
+  EXPECT_NE(table.str().find("PacketPool"), std::string::npos);
+  for (const auto& name : datapath_lab_locks()) EXPECT_NE(table.str().find(name), std::string::npos) << name;
+  const auto json = to_json(report);
+  EXPECT_EQ(json["structure"], "pool");
+  EXPECT_EQ(json["points"].size(), report.points.size());
+}
+
+TEST(DelegationDatapathLab, TxqRunsEveryLockAndKeepsInvariants) {
+  const auto report = run_delegation_datapath_lab(tiny("txq"), nullptr);
+  expect_sane(report);
+  std::ostringstream table;
+  print_datapath_table(report, table);
+  EXPECT_NE(table.str().find("SharedTxQueue"), std::string::npos);
+  EXPECT_NE(table.str().find("dropped"), std::string::npos);
+  const auto json = to_json(report);
+  EXPECT_EQ(json["structure"], "txq");
+  EXPECT_EQ(json["options"]["txq_capacity"], 32);
+}
+
+TEST(DelegationDatapathLab, LockListIsTheSlabLabsLessTheAsyncVariant) {
+  const auto slab = delegation_lab_locks();
+  const auto datapath = datapath_lab_locks();
+  EXPECT_EQ(datapath.size() + 1, slab.size());
+  EXPECT_EQ(datapath.front(), "std::mutex");
+  EXPECT_EQ(std::count(datapath.begin(), datapath.end(), "delegation"), 1);
+  EXPECT_EQ(std::count(datapath.begin(), datapath.end(), "delegation-async"), 0);
+  const auto structures = delegation_structures();
+  EXPECT_EQ(structures, (std::vector<std::string>{"slab", "pool", "txq"}));
+}
+
+TEST(DelegationDatapathLab, BadRequestsAreErrors) {
+  auto o = tiny("pool");
+  o.common.locks = {"no-such-lock"};
+  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
+  o = tiny("pool");
+  o.common.locks = {"delegation-async"};  // slab only: nothing left to run
+  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
+  o = tiny("slab");  // not this lab's
+  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
+  o = tiny("pool");
+  o.cache_capacity = 4;  // smaller than the batch
+  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace uvhost::bench::lab

@@ -1,0 +1,121 @@
+// workload_config_test.cpp - parse_config / describe / workload names (workload.h).
+#include <gtest/gtest.h>
+
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::bench {
+namespace {
+
+Config parse_ok(std::string_view text) {
+  std::string error;
+  std::optional<Config> config = parse_config(text, error);
+  EXPECT_TRUE(config.has_value()) << text << ": " << error;
+  return config.value_or(Config{});
+}
+
+std::string parse_error(std::string_view text) {
+  std::string error;
+  std::optional<Config> config = parse_config(text, error);
+  EXPECT_FALSE(config.has_value()) << text << " was accepted";
+  EXPECT_FALSE(error.empty()) << text;
+  return error;
+}
+
+TEST(WorkloadNames, RoundTrip) {
+  for (Workload w : {Workload::kRr, Workload::kStreamTx, Workload::kStreamRx}) {
+    EXPECT_EQ(parse_workload(to_string(w)), w);
+  }
+  EXPECT_EQ(parse_workload("stream-tx"), Workload::kStreamTx);
+  EXPECT_FALSE(parse_workload("stream"));
+  EXPECT_FALSE(parse_workload(""));
+  EXPECT_FALSE(parse_workload("RR"));
+}
+
+TEST(ParseConfig, EmptyIsUvhostDefaults) {
+  const Config c = parse_ok("");
+  EXPECT_EQ(c.backend, BackendKind::kUvhost);
+  EXPECT_TRUE(c.port_keys.empty());
+  EXPECT_TRUE(c.serve_args.empty());
+  EXPECT_EQ(c.frontend_spin_ns, 0u);
+  EXPECT_EQ(describe(c), "backend=uvhost");
+}
+
+TEST(ParseConfig, PortKeysAndDaemonFlags) {
+  const Config c = parse_ok("poll=busy,busy_us=50,enqueue=lockless,workers=pair,label=busy50,pool_workers=2");
+  EXPECT_EQ(c.backend, BackendKind::kUvhost);
+  EXPECT_EQ(c.label, "busy50");
+  ASSERT_EQ(c.port_keys.size(), 3u);
+  EXPECT_EQ(c.port_keys[0], (std::pair<std::string, std::string>{"poll", "busy"}));
+  EXPECT_EQ(c.port_keys[1], (std::pair<std::string, std::string>{"busy_us", "50"}));
+  EXPECT_EQ(c.port_keys[2], (std::pair<std::string, std::string>{"workers", "pair"}));
+  EXPECT_EQ(c.serve_args, (std::vector<std::string>{"--enqueue", "lockless", "--pool-workers", "2"}));
+  EXPECT_EQ(describe(c), "poll=busy,busy_us=50,workers=pair,enqueue=lockless,pool_workers=2");
+}
+
+TEST(ParseConfig, EnqueueLetterIsNormalized) {
+  const Config c = parse_ok("enqueue=b");
+  EXPECT_EQ(c.serve_args, (std::vector<std::string>{"--enqueue", "unlock_wake"}));
+}
+
+TEST(ParseConfig, TestpmdSocketSpin) {
+  EXPECT_EQ(parse_ok("backend=testpmd").backend, BackendKind::kTestpmd);
+  EXPECT_EQ(parse_ok("backend=uvhost").backend, BackendKind::kUvhost);
+  const Config s = parse_ok("socket=/tmp/x.sock,pid=123");
+  EXPECT_EQ(s.backend, BackendKind::kSocket);
+  EXPECT_EQ(s.socket, "/tmp/x.sock");
+  EXPECT_EQ(s.backend_pid, 123);
+  EXPECT_EQ(parse_ok("spin_ns=500").frontend_spin_ns, 500u);
+  EXPECT_EQ(parse_ok("spin_ns=500,backend=testpmd").frontend_spin_ns, 500u);
+}
+
+TEST(ParseConfig, DescribeParsesBack) {
+  for (const char* text : {"poll=adaptive,busy_us=20,memory=mutex", "backend=testpmd,spin_ns=100",
+                           "socket=/run/vu.sock,pid=42", "burst=32,weight=64,exit=any,enqueue=locked_wake"}) {
+    const Config c = parse_ok(text);
+    const Config again = parse_ok(describe(c));
+    EXPECT_EQ(again.backend, c.backend) << text;
+    EXPECT_EQ(again.port_keys, c.port_keys) << text;
+    EXPECT_EQ(again.serve_args, c.serve_args) << text;
+    EXPECT_EQ(again.socket, c.socket) << text;
+    EXPECT_EQ(again.backend_pid, c.backend_pid) << text;
+    EXPECT_EQ(again.frontend_spin_ns, c.frontend_spin_ns) << text;
+  }
+}
+
+TEST(ParseConfig, RefusesBadValuesThroughServeRules) {
+  EXPECT_NE(parse_error("poll=sometimes").find("poll"), std::string::npos);
+  EXPECT_NE(parse_error("burst=0").find("burst"), std::string::npos);
+  EXPECT_NE(parse_error("memory=lockfree").find("memory"), std::string::npos);
+  EXPECT_NE(parse_error("frobnicate=1").find("frobnicate"), std::string::npos);
+}
+
+TEST(ParseConfig, RefusesKeysTheBenchOwns) {
+  for (const char* text : {"sock=/x", "path=/x", "client", "queues=2", "name=p", "size=64", "rate=100", "tap=t0"}) {
+    parse_error(text);
+  }
+}
+
+TEST(ParseConfig, RefusesMalformedAndConflicting) {
+  parse_error("backend=sink");  // a serve backend name: the bench picks it per workload
+  parse_error("backend=dpdk");
+  parse_error("backend");
+  parse_error("poll=busy,poll=notify");
+  parse_error("poll=busy,");
+  parse_error(",poll=busy");
+  parse_error("poll=busy,,burst=4");
+  parse_error("=3");
+  parse_error("spin_ns=-1");
+  parse_error("spin_ns=abc");
+  parse_error("pid=12");                          // pid without socket
+  parse_error("socket=/x,pid=0");
+  parse_error("socket=/x,backend=testpmd");
+  parse_error("backend=testpmd,poll=busy");       // port keys are uvhost's
+  parse_error("socket=/x,enqueue=lockless");
+  parse_error("enqueue=fastest");
+  parse_error("pool_workers=0");
+  parse_error("pool_workers=65");
+  parse_error("label");
+}
+
+}  // namespace
+}  // namespace uvhost::bench

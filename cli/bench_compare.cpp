@@ -1,0 +1,238 @@
+// bench_compare.cpp - `uvhost bench compare` (is B better than A, or is it noise?) and
+// `uvhost bench calibrate` (does compare's verdict hold on this machine?). The runs,
+// statistics and reports live in the bench library (ab_compare.h, ab_report.h,
+// ab_plot.h, calibrate.h); this file parses flags and wires run_point() in.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "uvhost/bench/ab_compare.h"
+#include "uvhost/bench/ab_plot.h"
+#include "uvhost/bench/ab_report.h"
+#include "uvhost/bench/bench_report.h"
+#include "uvhost/bench/calibrate.h"
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::cli {
+namespace {
+
+// What compare and calibrate both take: how each run is made.
+struct RunFlags {
+  uint32_t runs = bench::CompareDefaults::kRuns;
+  bool no_pin = false;
+  bench::RunOptions options = [] {
+    bench::RunOptions o;
+    o.seconds = bench::CompareDefaults::kSeconds;
+    o.warmup_seconds = bench::CompareDefaults::kWarmupSeconds;
+    return o;
+  }();
+};
+
+struct CompareOptions {
+  std::string a;
+  std::string b;
+  std::vector<std::string> workloads{"rr"};
+  std::vector<uint32_t> sizes{64};
+  std::vector<uint32_t> sessions{1};
+  std::string method{bench::to_string(bench::CompareDefaults::kMethod)};
+  RunFlags run;
+  std::string plot_path;
+  std::string json_path;
+  std::string csv_path;
+};
+
+struct CalibrateOptions {
+  std::string config;
+  std::string workload = "rr";
+  uint32_t size = 64;
+  uint32_t sessions = 1;
+  uint32_t trials = 20;
+  double slowdown = 0.03;
+  RunFlags run;
+  std::string json_path;
+};
+
+[[noreturn]] void usage_error(const char* command, const std::string& what) {
+  fmt::print(stderr, "uvhost bench {}: {}\n", command, what);
+  throw CLI::RuntimeError(2);
+}
+
+bench::Config config_or_exit(const char* command, const char* flag, const std::string& text, const char* label) {
+  std::string error;
+  std::optional<bench::Config> config = bench::parse_config(text, error);
+  if (!config) usage_error(command, fmt::format("{}: {}", flag, error));
+  if (config->label.empty()) config->label = label;
+  return *config;
+}
+
+bench::Workload workload_or_exit(const char* command, const std::string& name) {
+  auto w = bench::parse_workload(name);
+  if (!w) usage_error(command, fmt::format("workload '{}' unknown (rr, stream-tx, stream-rx)", name));
+  return *w;
+}
+
+// The runner both commands hand to the library: one real run of the whole stack.
+bench::Runner real_runner(const RunFlags& flags) {
+  bench::RunOptions options = flags.options;
+  options.pin = !flags.no_pin;
+  return [options](const bench::Config& config, const bench::Point& point) {
+    return bench::run_point(config, point, options);
+  };
+}
+
+void print_progress(const std::string& line) { fmt::print(stderr, "  {}\n", line); }
+
+template <typename Write>
+void write_file(const char* command, const std::string& path, Write write) {
+  std::ofstream file(path);
+  write(file);
+  file.flush();
+  if (!file) {
+    fmt::print(stderr, "uvhost bench {}: cannot write {}\n", command, path);
+    throw CLI::RuntimeError(1);
+  }
+}
+
+void run_compare_command(CompareOptions& o) {
+  bench::CompareSpec spec;
+  spec.a = config_or_exit("compare", "--a", o.a, "A");
+  spec.b = config_or_exit("compare", "--b", o.b, "B");
+  const auto method = bench::parse_ab_method(o.method);
+  if (!method) usage_error("compare", fmt::format("--method '{}' unknown (paired-t, welch)", o.method));
+  spec.method = *method;
+  std::vector<bench::Workload> workloads;
+  for (const std::string& name : o.workloads) workloads.push_back(workload_or_exit("compare", name));
+  spec.points = bench::expand_points(workloads, o.sizes, o.sessions);
+  spec.runs = o.run.runs;
+  spec.seconds = o.run.options.seconds;
+  spec.warmup_seconds = o.run.options.warmup_seconds;
+
+  fmt::print(stderr, "uvhost bench compare: {} point(s) x {} rounds x 2 sides, {} s + {} s warmup each\n",
+             spec.points.size(), spec.runs, spec.seconds, spec.warmup_seconds);
+  bench::CompareResult result;
+  try {
+    result = bench::run_compare(spec, real_runner(o.run), print_progress);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "uvhost bench compare: {}\n", e.what());
+    throw CLI::RuntimeError(1);
+  }
+  bench::print_compare_report(result, std::cout);
+  std::cout.flush();
+
+  if (!o.json_path.empty()) {
+    write_file("compare", o.json_path, [&](std::ostream& f) { f << bench::compare_json(result).dump(2) << "\n"; });
+  }
+  if (!o.csv_path.empty()) {
+    write_file("compare", o.csv_path, [&](std::ostream& f) { bench::write_compare_csv(result, f); });
+  }
+  if (!o.plot_path.empty()) {
+    std::string error;
+    if (!bench::plot_compare(result, o.plot_path, error)) {
+      fmt::print(stderr, "uvhost bench compare: --plot {}: {}\n", o.plot_path, error);
+      throw CLI::RuntimeError(1);
+    }
+    fmt::print("plot written to {}\n", o.plot_path);
+  }
+}
+
+void run_calibrate_command(CalibrateOptions& o) {
+  bench::CalibrateSpec spec;
+  spec.base = config_or_exit("calibrate", "--config", o.config, "A");
+  spec.point = bench::Point{workload_or_exit("calibrate", o.workload), o.size, o.sessions};
+  spec.trials = o.trials;
+  spec.slowdown = o.slowdown;
+  spec.runs = o.run.runs;
+  spec.seconds = o.run.options.seconds;
+  spec.warmup_seconds = o.run.options.warmup_seconds;
+
+  fmt::print(stderr, "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds x 2 sides, {} s + {} s warmup each\n",
+             spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
+  bench::CalibrateResult result;
+  try {
+    result = bench::run_calibrate(spec, real_runner(o.run), print_progress);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "uvhost bench calibrate: {}\n", e.what());
+    throw CLI::RuntimeError(1);
+  }
+  // A measurement, not a test: the exit status is 0 whether or not the targets pass.
+  bench::print_calibrate_report(result, std::cout);
+  std::cout.flush();
+  if (!o.json_path.empty()) {
+    write_file("calibrate", o.json_path, [&](std::ostream& f) { f << bench::calibrate_json(result).dump(2) << "\n"; });
+  }
+}
+
+void add_run_flags(CLI::App* cmd, RunFlags& run) {
+  cmd->add_option("--runs", run.runs, "Rounds per point; each round runs A and B once, order alternating")
+      ->check(CLI::Range(2, 1000))
+      ->capture_default_str();
+  cmd->add_option("--seconds", run.options.seconds, "Measured window per run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--warmup", run.options.warmup_seconds, "Warm-up before each window")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--queues", run.options.queue_pairs, "Queue pairs")->check(CLI::Range(1, 128));
+  cmd->add_flag("--no-pin", run.no_pin, "Do not pin the frontend and the backend to CPUs");
+  cmd->add_option("--uvhost", run.options.uvhost_binary, "The uvhost binary to serve with (default: this one)");
+  cmd->add_option("--testpmd", run.options.testpmd_binary, "The dpdk-testpmd binary");
+}
+
+}  // namespace
+
+void add_bench_compare(CLI::App& bench) {
+  auto o = std::make_shared<CompareOptions>();
+  auto* cmd = bench.add_subcommand(
+      "compare", "A/B: run configs A and B back to back, repeatedly, and say better / worse / noise with a 95% CI");
+  cmd->add_option("--a", o->a, "Config A: KEY=VALUE,... (as `uvhost bench --config`), e.g. poll=notify")->required();
+  cmd->add_option("--b", o->b, "Config B, e.g. poll=busy,busy_us=50 or backend=testpmd")->required();
+  cmd->add_option("--workloads", o->workloads, "Comma-separated: rr, stream-tx, stream-rx")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--sizes", o->sizes, "Ethernet frame sizes in bytes, 60..65535")
+      ->delimiter(',')
+      ->check(CLI::Range(60, 65535))
+      ->capture_default_str();
+  cmd->add_option("--sessions", o->sessions, "rr: requests in flight; stream: flows")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--method", o->method, "paired-t (log ratios of back-to-back runs) or welch (independent samples)")
+      ->check(CLI::IsMember({"paired-t", "welch"}))
+      ->capture_default_str();
+  add_run_flags(cmd, o->run);
+  cmd->add_option("--plot", o->plot_path, "Draw thu and normalize of A and B with 95% CIs (FILE.png or FILE.svg; gnuplot)");
+  cmd->add_option("--json", o->json_path, "Write every raw run and every summary here");
+  cmd->add_option("--csv", o->csv_path, "Write one row per run here");
+  cmd->callback([o] { run_compare_command(*o); });
+}
+
+void add_bench_calibrate(CLI::App& bench) {
+  auto o = std::make_shared<CalibrateOptions>();
+  auto* cmd = bench.add_subcommand(
+      "calibrate",
+      "Check compare on this machine: A/A comparisons must say noise >= 95%, A vs A slowed by --slowdown must say "
+      "worse >= 80% (exit status 0 either way)");
+  cmd->add_option("--config", o->config, "Config A (KEY=VALUE,...); default: a plain uvhost serve");
+  cmd->add_option("--trials", o->trials, "A/A and A/B comparisons, each")->check(CLI::Range(1, 10000))->capture_default_str();
+  cmd->add_option("--slowdown", o->slowdown, "Extra frontend work per packet for B, as a fraction")
+      ->check(CLI::Range(0.0001, 0.9))
+      ->capture_default_str();
+  cmd->add_option("--workload", o->workload, "rr, stream-tx or stream-rx")->capture_default_str();
+  cmd->add_option("--size", o->size, "Ethernet frame size in bytes")->check(CLI::Range(60, 65535))->capture_default_str();
+  cmd->add_option("--sessions", o->sessions, "rr: requests in flight; stream: flows")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  add_run_flags(cmd, o->run);
+  cmd->add_option("--json", o->json_path, "Write every trial's runs and comparisons and the rates here");
+  cmd->callback([o] { run_calibrate_command(*o); });
+}
+
+}  // namespace uvhost::cli

@@ -1,0 +1,189 @@
+// lab_poll.cpp - `uvhost lab busypoll` (seed 001) and `uvhost lab busyloop-intr`
+// (seed 003): poll-mode and poll-exit configurations of a `uvhost serve` port against a
+// baseline, on the real stack (our frontend, real sockets, eventfds, worker threads),
+// interleaved, with the seeds' +thu% / +normalize% tables (bench/lab/config_matrix.h).
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "uvhost/bench/ab_stats.h"
+#include "uvhost/bench/bench_report.h"
+#include "uvhost/bench/lab/config_matrix.h"
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::cli {
+namespace {
+
+struct MatrixLabOptions {
+  std::vector<std::string> workloads;
+  std::vector<uint32_t> sizes;
+  std::vector<uint32_t> sessions;
+  int runs = 5;
+  std::string method = "paired-t";
+  std::string json_path;
+  std::string plot_path;
+  bool no_pin = false;
+  bench::RunOptions run;
+};
+
+// Options both labs share; `defaults` holds each lab's own sweep.
+void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
+  cmd.add_option("--workloads", o.workloads, "rr, stream-tx, stream-rx")->delimiter(',')->capture_default_str();
+  cmd.add_option("--sizes", o.sizes, "frame sizes in bytes")->delimiter(',')->capture_default_str();
+  cmd.add_option("--sessions", o.sessions, "rr: transactions in flight; streams: flows")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--runs", o.runs, "rounds; each runs every configuration once per point")
+      ->check(CLI::Range(2, 1000))
+      ->capture_default_str();
+  cmd.add_option("--seconds", o.run.seconds, "measured seconds per run")->check(CLI::Range(0.05, 600.0))->capture_default_str();
+  cmd.add_option("--warmup", o.run.warmup_seconds, "warm-up seconds per run, not measured")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
+  cmd.add_option("--queues", o.run.queue_pairs, "queue pairs of the port (sessions spread over them)")
+      ->check(CLI::Range(1, 128))
+      ->capture_default_str();
+  cmd.add_option("--method", o.method, "A/B statistics: paired-t or welch")
+      ->check(CLI::IsMember({"paired-t", "welch"}))
+      ->capture_default_str();
+  cmd.add_flag("--no-pin", o.no_pin, "do not pin the frontend and the backend to different CPUs");
+  cmd.add_option("--frontend-cpu", o.run.frontend_cpu, "CPU of the frontend thread")->capture_default_str();
+  cmd.add_option("--backend-cpu", o.run.backend_cpu, "CPU of the backend process")->capture_default_str();
+  cmd.add_option("--uvhost", o.run.uvhost_binary, "the uvhost binary to serve with (default: this one)");
+  cmd.add_option("--json", o.json_path, "write every run and comparison as JSON");
+  cmd.add_option("--plot", o.plot_path, "write a plot (.png or .svg, with gnuplot)");
+}
+
+bench::Config port_config(std::string label, std::vector<std::pair<std::string, std::string>> keys) {
+  bench::Config config;
+  config.label = std::move(label);
+  config.port_keys = std::move(keys);
+  return config;
+}
+
+void run_matrix_lab(const std::string& name, const std::string& intro, const std::vector<bench::Config>& configs,
+                    MatrixLabOptions& o) {
+  std::vector<bench::Workload> workloads;
+  for (const std::string& text : o.workloads) {
+    auto workload = bench::parse_workload(text);
+    if (!workload) {
+      fmt::print(stderr, "uvhost lab {}: workload '{}' unknown (rr, stream-tx, stream-rx)\n", name, text);
+      throw CLI::RuntimeError(2);
+    }
+    workloads.push_back(*workload);
+  }
+  o.run.pin = !o.no_pin;
+  const bench::AbMethod method = *bench::parse_ab_method(o.method);
+  const std::vector<bench::Point> points = bench::expand_points(workloads, o.sizes, o.sessions);
+  fmt::print("uvhost lab {}: {}\n", name, intro);
+  fmt::print("{} configurations x {} points x {} rounds, {:.2f} s per run after {:.2f} s warm-up, {} queue pair(s), {}\n",
+             configs.size(), points.size(), o.runs, o.run.seconds, o.run.warmup_seconds, o.run.queue_pairs,
+             o.run.pin ? fmt::format("frontend on CPU {}, backend on CPU {}", o.run.frontend_cpu, o.run.backend_cpu)
+                       : std::string("not pinned"));
+  fmt::print("statistics: {} ({})\n\n", bench::to_string(method), bench::method_assumption(method));
+
+  const bench::RunOptions run_options = o.run;
+  auto runner = [&](const bench::Config& config, const bench::Point& point) {
+    return bench::run_point(config, point, run_options);
+  };
+  bench::lab::ConfigMatrix matrix;
+  try {
+    matrix = bench::lab::run_config_matrix(configs, points, o.runs, runner, bench::lab::matrix_progress());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "uvhost lab {}: {}\n", name, e.what());
+    throw CLI::RuntimeError(1);
+  }
+  const auto comparisons = bench::lab::compare_to_baseline(matrix, method);
+  for (const auto& titled : bench::lab::matrix_tables(matrix, comparisons)) {
+    fmt::print("\n{}\n", titled.title);
+    titled.table.print(std::cout);
+  }
+  std::cout.flush();
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << bench::lab::matrix_to_json(matrix, comparisons, method, o.run).dump(2) << '\n';
+    if (!out) {
+      fmt::print(stderr, "uvhost lab {}: cannot write {}\n", name, o.json_path);
+      throw CLI::RuntimeError(1);
+    }
+  }
+  if (!o.plot_path.empty()) {
+    std::string error;
+    if (!bench::lab::plot_matrix(o.plot_path, "uvhost lab " + name, matrix, error)) {
+      fmt::print(stderr, "uvhost lab {}: plot: {}\n", name, error);
+      throw CLI::RuntimeError(1);
+    }
+    fmt::print("plot: {}\n", o.plot_path);
+  }
+}
+
+}  // namespace
+
+void add_lab_busypoll(CLI::App& lab) {
+  auto* cmd = lab.add_subcommand("busypoll",
+                                 "Seed 001: notify vs busy polling (busy, always, adaptive) on rr, stream-tx and "
+                                 "stream-rx: +thu% and +normalize% per size and sessions");
+  auto o = std::make_shared<MatrixLabOptions>();
+  o->workloads = {"rr", "stream-tx", "stream-rx"};
+  o->sizes = {64, 1500};
+  o->sessions = {1, 4};
+  o->run.seconds = 1.0;
+  auto modes = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"busy", "always", "adaptive"});
+  auto busy_us = std::make_shared<uint32_t>(50);
+  add_matrix_options(*cmd, *o);
+  cmd->add_option("--modes", *modes, "poll modes compared with notify")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"busy", "always", "adaptive"}))
+      ->capture_default_str();
+  cmd->add_option("--busy-us", *busy_us, "busy: the poll timeout; adaptive: its cap")
+      ->check(CLI::Range(1u, 1000000u))
+      ->capture_default_str();
+  cmd->callback([o, modes, busy_us] {
+    std::vector<bench::Config> configs{port_config("notify", {{"poll", "notify"}})};
+    for (const std::string& mode : *modes) {
+      auto keys = std::vector<std::pair<std::string, std::string>>{{"poll", mode}};
+      if (mode != "always") keys.emplace_back("busy_us", std::to_string(*busy_us));
+      configs.push_back(port_config(mode == "busy" ? fmt::format("busy{}", *busy_us) : mode, std::move(keys)));
+    }
+    run_matrix_lab("busypoll",
+                   "each poll mode vs notify (the kernel's vhost-net before busy polling), one uvhost serve port "
+                   "(sink / source / loopback by workload), one worker",
+                   configs, *o);
+  });
+}
+
+void add_lab_busyloop_intr(CLI::App& lab) {
+  auto* cmd = lab.add_subcommand(
+      "busyloop-intr",
+      "Seed 003: what ends a busy poll: any pending work (before) vs work for this queue only (accurate), "
+      "with several queues on one worker");
+  auto o = std::make_shared<MatrixLabOptions>();
+  o->workloads = {"rr", "stream-tx"};
+  o->sizes = {64, 1500};
+  o->sessions = {4, 16};
+  o->run.queue_pairs = 4;
+  o->run.seconds = 1.0;
+  auto busy_us = std::make_shared<uint32_t>(50);
+  add_matrix_options(*cmd, *o);
+  cmd->add_option("--busy-us", *busy_us, "the busy-poll timeout of every queue")
+      ->check(CLI::Range(1u, 1000000u))
+      ->capture_default_str();
+  cmd->callback([o, busy_us] {
+    const std::string us = std::to_string(*busy_us);
+    // workers=device: every vring of the port on one worker, so the other queues'
+    // pending work is what the exit policy has to tell apart from this queue's.
+    std::vector<bench::Config> configs{
+        port_config("any", {{"poll", "busy"}, {"busy_us", us}, {"exit", "any"}, {"workers", "device"}}),
+        port_config("accurate", {{"poll", "busy"}, {"busy_us", us}, {"exit", "accurate"}, {"workers", "device"}})};
+    run_matrix_lab("busyloop-intr",
+                   fmt::format("exit=accurate vs exit=any, busy {} us, {} queue pairs on one worker", us,
+                               o->run.queue_pairs),
+                   configs, *o);
+  });
+}
+
+}  // namespace uvhost::cli

@@ -1,0 +1,63 @@
+// shared_tx_queue.cpp - the bounded TX queue under a SectionLock (see shared_tx_queue.h).
+#include "uvhost/datapath/shared_tx_queue.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace uvhost::datapath {
+
+SharedTxQueue::SharedTxQueue(std::size_t capacity, std::unique_ptr<SectionLock> lock)
+    : lock_(std::move(lock)), ring_(capacity) {
+  if (capacity == 0) throw std::invalid_argument("shared tx queue: capacity 0");
+  if (!lock_) throw std::invalid_argument("shared tx queue: no lock");
+}
+
+std::size_t SharedTxQueue::push_burst(std::span<const TxDescriptor> burst) {
+  std::size_t accepted = 0;
+  lock_->run([&] { accepted = push_locked(burst); });
+  return accepted;
+}
+
+std::size_t SharedTxQueue::pop_burst(std::span<TxDescriptor> out) {
+  std::size_t n = 0;
+  lock_->run([&] { n = pop_locked(out); });
+  return n;
+}
+
+SharedTxQueueStats SharedTxQueue::stats() {
+  SharedTxQueueStats snapshot;
+  lock_->run([&] {
+    snapshot = stats_;
+    snapshot.size = count_;
+  });
+  return snapshot;
+}
+
+std::size_t SharedTxQueue::push_locked(std::span<const TxDescriptor> burst) noexcept {
+  const std::size_t n = std::min(burst.size(), ring_.size() - count_);
+  std::size_t tail = head_ + count_;
+  if (tail >= ring_.size()) tail -= ring_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    ring_[tail] = burst[i];
+    if (++tail == ring_.size()) tail = 0;
+  }
+  count_ += n;
+  stats_.accepted += n;
+  stats_.dropped += burst.size() - n;
+  ++stats_.push_bursts;
+  return n;
+}
+
+std::size_t SharedTxQueue::pop_locked(std::span<TxDescriptor> out) noexcept {
+  const std::size_t n = std::min(out.size(), count_);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = ring_[head_];
+    if (++head_ == ring_.size()) head_ = 0;
+  }
+  count_ -= n;
+  stats_.popped += n;
+  ++stats_.pop_bursts;
+  return n;
+}
+
+}  // namespace uvhost::datapath

@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# qemu_test.sh - a real Linux guest (QEMU 7.2, the kernel's virtio-net driver) on
+# `uvhost serve` through QEMU's vhost-user netdev; one case per run.
+#
+#   qemu_test.sh --uvhost PATH CASE [--count N] [--interval S] [--secs N]
+#
+# CASE (every verdict is read from the guest's own console output, see
+# scripts/guest-init.sh, plus what uvhost and the host kernel count):
+#   smoke    cases 1, 2 and 3 (guest -> host) in one boot: link, ping, iperf
+#   basic    cases 1, 2, 3 in one boot: link, ping, iperf, iperf-r
+#              1. link: the virtio-net driver bound eth0, operstate up, carrier 1; the
+#                 negotiated features are printed (bits and names)
+#              2. ping: the guest pings the host through uvhost's tap backend (the tap
+#                 in a private network namespace, 10.0.0.1): COUNT requests INTERVAL s
+#                 apart (default 2000, 0.002), every one answered (0% loss)
+#              3. iperf3 TCP guest -> host (iperf) and host -> guest (iperf-r, -R) to
+#                 an iperf3 -s in the namespace, SECS s each: Mbit/s reported
+#   switch   4. two guests on two `backend=switch` ports ping each other (COUNT each)
+#   sockets  5. QEMU listens (chardev server=on,wait=on) and uvhost connects (port
+#                 `client`); then uvhost listens and QEMU connects: link + ping each
+#   restart  6. a guest pinging through a tap port is SIGKILLed; the same uvhost serve
+#                 (same pid, fds back to where they were) serves a new guest: link + ping
+#   stats    7. `uvhost ctl stats --json` sampled during the guest's ping + iperf:
+#                 the port's counters grow while it runs; at the end they add up with the
+#                 guest's /sys/class/net/eth0/statistics, the tap backend's counters and
+#                 the tap's own kernel counters (see check_stats below)
+# Layout: uvhost serve on CPU 0 in the namespace uvh-qemu-PID (deleted on exit), QEMU's
+# vCPU on CPU 1 (the second guest of `switch` on CPU 0). Root is needed (namespace, tap).
+# Helpers: lib.sh (and ../interop/lib.sh). Exit: 0 pass, 1 fail, 64 usage, 77 not root.
+set -euo pipefail
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+uvhost="" case_name="" count=2000 interval=0.002 secs=5
+while (($#)); do
+  case $1 in
+    --uvhost) uvhost=$2; shift 2 ;;
+    --count) count=$2; shift 2 ;;
+    --interval) interval=$2; shift 2 ;;
+    --secs) secs=$2; shift 2 ;;
+    smoke | basic | switch | sockets | restart | stats) case_name=$1; shift ;;
+    *) echo "qemu_test.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+[[ -x $uvhost && -n $case_name && $count =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ ]] ||
+  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats [--count N] [--interval S] [--secs N]" >&2; exit 64; }
+[[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
+ilib_init "qemu-$case_name"
+echo "# $(date -u +'%F %T') case $case_name; load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+host_ip=10.0.0.1 guest_ip=10.0.0.2
+ctl=$dir/ctl.sock
+
+# Prints the guest's result lines for TESTS (comma-separated) and checks each passed.
+report_tests() {
+  local name=$1 tests=$2 t
+  for t in ${tests//,/ }; do
+    qlib_result "$name" "$t" || continue
+    echo "[$name] $RESULT"
+    case $t in
+      link) echo "[$name] features: $(qlib_feature_names "$(field "$RESULT" features)")" ;;
+      ping) grep -E '^ping: ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
+      iperf | iperf-r)
+        local dirn="guest -> host"
+        [[ $t == iperf-r ]] && dirn="host -> guest"
+        echo "[$name] iperf3 TCP $dirn: $(field "$RESULT" receiver_mbps) Mbit/s received, $(field "$RESULT" sender_mbps) sent, retransmits $(field "$RESULT" retransmits)"
+        ;;
+    esac
+  done
+}
+
+# Boots guest NAME on SOCK with TESTS and the usual tap addressing, waits for its end
+# (it powers off after the tests), then reports. Extra kernel args after TESTS.
+boot_and_check() {
+  local name=$1 sock=$2 tests=$3; shift 3
+  qlib_guest_start "$name" --sock "$sock" --cpu 1 -- uvhost.tests="$tests" uvhost.ip="$guest_ip/24" \
+    uvhost.peer="$host_ip" uvhost.count="$count" uvhost.interval="$interval" uvhost.secs="$secs" "$@" || return 1
+  qlib_wait_marker "$name" '^UVHOST-DONE' "$QLIB_GUEST_S" || true
+  qlib_guest_wait "$name" 30 || true
+  report_tests "$name" "$tests"
+}
+
+# The namespace, `uvhost serve` with one tap port (p0) and the tap's host address.
+# PORT_EXTRA: more port keys (e.g. client). Sets tap, SERVE_PID.
+start_tap_serve() {
+  local tag=$1 sock=$2 extra=${3:-}
+  tap=uvq$$${tag:0:3}
+  ilib_serve_start "$tag" -- --control "$ctl" --port "sock=$sock,backend=tap,tap=$tap,name=p0${extra:+,$extra}" || return 1
+  qlib_tap_up "$tap" "$host_ip"
+}
+
+# The connection's summary line of port p0 in serve TAG's log.
+show_connection() {
+  ilib_connection_end "$1" p0 "$2" || return 1
+  echo "uvhost: ${END_LINE#*] }"
+}
+
+case_tap_tests() {  # smoke / basic
+  local tests=$1 sock=$dir/vu.sock
+  ilib_netns_create qemu || return 0
+  start_tap_serve serve "$sock" || return 0
+  [[ $tests == *iperf* ]] && { qlib_iperf_server "$host_ip" 0 || return 0; }
+  boot_and_check g "$sock" "$tests"
+  show_connection serve 1 || true
+  ilib_serve_stop serve
+}
+
+case_switch() {
+  local sa=$dir/a.sock sb=$dir/b.sock
+  ilib_serve_start sw -- --control "$ctl" --port "sock=$sa,backend=switch,name=pa" \
+    --port "sock=$sb,backend=switch,name=pb" || return 0
+  # Each guest pings the other once it answers (uvhost.wait: the other may boot later),
+  # then stays up (hold) so the other's pings are answered until both are done.
+  qlib_guest_start a --sock "$sa" --cpu 1 --mac 52:54:00:00:01:02 -- uvhost.tests=ping uvhost.ip=10.0.1.2/24 \
+    uvhost.peer=10.0.1.3 uvhost.count="$count" uvhost.interval="$interval" uvhost.wait=150 uvhost.hold=150 || return 0
+  qlib_guest_start b --sock "$sb" --cpu 0 --mac 52:54:00:00:01:03 -- uvhost.tests=ping uvhost.ip=10.0.1.3/24 \
+    uvhost.peer=10.0.1.2 uvhost.count="$count" uvhost.interval="$interval" uvhost.wait=150 uvhost.hold=150 || return 0
+  qlib_wait_marker a '^UVHOST-DONE' "$QLIB_GUEST_S" || true
+  qlib_wait_marker b '^UVHOST-DONE' "$QLIB_GUEST_S" || true
+  local stats
+  stats=$(ilib_ctl "$ctl" stats --json 2>&1) || fail "uvhost ctl stats: $stats"
+  qlib_guest_stop a
+  qlib_guest_stop b
+  report_tests a ping
+  report_tests b ping
+  echo "switch: $(jq -c '.switch | {ports: [.ports[] | {name, forwarding: (.forwarding | with_entries(select(.value != 0))),
+        delivery: (.delivery | with_entries(select(.value != 0)))}], table: (.table | with_entries(select(.value != 0)))}' <<<"$stats" 2>/dev/null || echo "?")"
+  ilib_serve_stop sw
+}
+
+case_sockets() {
+  ilib_netns_create qemu || return 0
+  # a. QEMU listens, uvhost connects (port key `client`).
+  local qsock=$dir/qemu-listens.sock
+  echo "a. QEMU server=on,wait=on; uvhost --port ...,client"
+  qlib_guest_start qs --sock "$qsock" --server --cpu 1 -- uvhost.tests=link,ping uvhost.ip="$guest_ip/24" \
+    uvhost.peer="$host_ip" uvhost.count="$count" uvhost.interval="$interval" || return 0
+  ilib_wait_until 20 test -S "$qsock" || { fail "QEMU never listened on $qsock"; return 0; }
+  start_tap_serve cli "$qsock" client || return 0
+  qlib_guest_pid qs 30 || return 0
+  qlib_wait_marker qs '^UVHOST-DONE' "$QLIB_GUEST_S" || true
+  qlib_guest_wait qs 30 || true
+  report_tests qs link,ping
+  show_connection cli 1 || true
+  ilib_serve_stop cli
+  # b. uvhost listens, QEMU connects.
+  echo "b. uvhost listens; QEMU connects"
+  local usock=$dir/uvhost-listens.sock
+  start_tap_serve srv "$usock" || return 0
+  boot_and_check qc "$usock" link,ping
+  show_connection srv 1 || true
+  ilib_serve_stop srv
+}
+
+case_restart() {
+  local sock=$dir/vu.sock
+  ilib_netns_create qemu || return 0
+  start_tap_serve serve "$sock" || return 0
+  local pid=$SERVE_PID fds0
+  fds0=$(qlib_fd_count "$pid")
+  # 1. a guest that pings for a long time; killed (SIGKILL) while its traffic flows.
+  qlib_guest_start g1 --sock "$sock" --cpu 1 -- uvhost.tests=ping uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" \
+    uvhost.count=1000000 uvhost.interval="$interval" || return 0
+  qlib_wait_marker g1 '^UVHOST-BEGIN: name=ping' "$QLIB_GUEST_S" || { fail "guest g1 never started pinging"; return 0; }
+  ilib_wait_until 60 tx_at_least 300 || fail "uvhost's p0 never took 300 frames from guest g1"
+  local fds1
+  fds1=$(qlib_fd_count "$pid")
+  echo "1. guest g1 pinging; uvhost p0 tx=$(tx_now) frames so far; fds: $fds0 before the guest, $fds1 with it"
+  kill -KILL "${QEMU_PID[g1]}"
+  # (timeout re-raises its child's SIGKILL on itself; bash's "Killed" job note is noise)
+  ilib_stop_pid "${QEMU_WRAP[g1]}" TERM 10 2>/dev/null || true
+  show_connection serve 1 || return 0
+  ilib_wait_until 10 fds_back "$pid" "$fds0" || true
+  echo "1. QEMU SIGKILLed; uvhost (pid $pid) alive: $(ilib_alive "$pid" && echo yes || echo no); fds: $(qlib_fd_count "$pid") (before the guest: $fds0)"
+  ilib_alive "$pid" || { fail "uvhost serve died with the guest"; return 0; }
+  [[ $(qlib_fd_count "$pid") == "$fds0" ]] || fail "uvhost's fd count is $(qlib_fd_count "$pid"), was $fds0 before the guest"
+  # 2. a new guest on the same, still running, uvhost.
+  boot_and_check g2 "$sock" link,ping
+  show_connection serve 2 || true
+  if [[ $SERVE_PID != "$pid" ]] || ! ilib_alive "$pid"; then fail "uvhost serve is not the same running process"; fi
+  ilib_serve_stop serve
+}
+# (called through ilib_wait_until)
+# shellcheck disable=SC2317
+tx_now() { qlib_port_counts "$(ilib_ctl "$ctl" stats --json 2>/dev/null || echo '{"ports":[]}')" p0 | cut -d' ' -f1; }
+# shellcheck disable=SC2317
+tx_at_least() { local n; n=$(tx_now); [[ -n $n ]] && ((n >= $1)); }
+# shellcheck disable=SC2317
+fds_back() { [[ $(qlib_fd_count "$1") == "$2" ]]; }
+
+# The tap's own kernel counters in the namespace: "rx_packets rx_dropped tx_packets tx_dropped"
+# (the kernel's view: rx = frames uvhost wrote into the tap, tx = frames the host stack
+# queued for uvhost to read).
+tap_kernel_counts() {
+  "${NS[@]}" ip -s -j link show dev "$tap" |
+    jq -r '.[0].stats64 | "\(.rx.packets) \(.rx.dropped) \(.tx.packets) \(.tx.dropped)"'
+}
+
+case_stats() {
+  local sock=$dir/vu.sock
+  ilib_netns_create qemu || return 0
+  start_tap_serve serve "$sock" || return 0
+  qlib_iperf_server "$host_ip" 0 || return 0
+  qlib_guest_start g --sock "$sock" --cpu 1 -- uvhost.tests=ping,iperf uvhost.ip="$guest_ip/24" \
+    uvhost.peer="$host_ip" uvhost.count="$count" uvhost.interval="$interval" uvhost.secs="$secs" uvhost.hold=120 || return 0
+  qlib_wait_marker g '^UVHOST-BEGIN: name=ping' "$QLIB_GUEST_S" || { fail "guest never started its tests"; return 0; }
+  # Samples while the guest's tests run, until it printed its counters (then it idles).
+  local samples=0 grew=0 prev_tx=0 prev_rx=0 s c i
+  for ((i = 0; i < QLIB_GUEST_S; i++)); do
+    grep -q '^UVHOST-STATS:' "$dir/guest-g.log" && break
+    qlib_guest_alive g || break
+    if s=$(ilib_ctl "$ctl" stats --json 2>/dev/null); then
+      read -r -a c <<<"$(qlib_port_counts "$s" p0)"
+      ((samples += 1))
+      ((c[0] > prev_tx && c[2] > prev_rx)) && ((grew += 1))
+      echo "  during: tx (from the guest)=${c[0]} rx (to the guest)=${c[2]} $(grep -Eo '^UVHOST-BEGIN: name=[a-z-]+' "$dir/guest-g.log" | tail -n 1 | sed 's/UVHOST-BEGIN: //')"
+      prev_tx=${c[0]} prev_rx=${c[2]}
+    fi
+    sleep 1
+  done
+  qlib_wait_marker g '^UVHOST-STATS:' 30 || { fail "the guest printed no counters"; return 0; }
+  report_tests g ping,iperf
+  local guest
+  guest=$(qlib_guest_stats g)
+  sleep 1  # the last frames in flight land
+  s=$(ilib_ctl "$ctl" stats --json) || { fail "uvhost ctl stats failed"; return 0; }
+  read -r -a c <<<"$(qlib_port_counts "$s" p0)"
+  local k sent frames
+  read -r -a k <<<"$(tap_kernel_counts)"
+  sent=$(jq '.ports[] | select(.name == "p0") | .backend_stats.tx.sent' <<<"$s")
+  frames=$(jq '.ports[] | select(.name == "p0") | .backend_stats.rx.frames' <<<"$s")
+  qlib_guest_stop g
+  check_stats "$samples" "$grew" "$guest" "${c[*]}" "$sent" "$frames" "${k[*]}"
+  echo "tap backend: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx, rx}' <<<"$s")"
+  ilib_serve_stop serve
+}
+
+# The books (all counts from one quiet moment: the guest idles after printing its own):
+#  - during the run, the port's counters grew between samples (>= 2 samples grew);
+#  - guest -> uvhost: the guest counts tx_packets when uvhost hands a buffer back, so
+#    uvhost's taken (packets + dropped) >= the guest's tx_packets, by at most a ring;
+#  - uvhost -> guest: rx packets delivered >= the guest's rx_packets + rx_dropped
+#    (by at most a ring: frames delivered after the guest read its counters);
+#  - uvhost -> tap: the tap backend's tx.sent == the port's tx packets (frames it did
+#    not drop), and the tap's kernel rx_packets + rx_dropped == tx.sent;
+#  - tap -> uvhost: the tap's kernel tx_packets == the backend's rx.frames (read by
+#    uvhost), and rx.frames == the port's rx packets + dropped (+1: a frame held while
+#    the guest had no buffers).
+check_stats() {
+  local samples=$1 grew=$2 guest=$3 sent=$5 frames=$6
+  local -a c k
+  read -r -a c <<<"$4"
+  read -r -a k <<<"$7"
+  local g_tx g_rx g_rxd ring=256
+  g_tx=$(field "$guest" tx_packets); g_rx=$(field "$guest" rx_packets); g_rxd=$(field "$guest" rx_dropped)
+  echo "guest eth0: $guest"
+  echo "uvhost p0: tx taken=${c[0]} tx dropped=${c[1]} rx delivered=${c[2]} rx dropped=${c[3]}; tap backend: sent=$sent read=$frames"
+  echo "tap kernel: rx_packets=${k[0]} rx_dropped=${k[1]} tx_packets=${k[2]} tx_dropped=${k[3]}"
+  echo "samples during traffic: $samples, of which $grew grew both ways"
+  ((grew >= 2)) || fail "ctl stats did not show the guest's traffic growing during the run ($grew of $samples samples)"
+  local taken=$((c[0] + c[1]))
+  ((taken >= g_tx && taken - g_tx <= ring)) || fail "uvhost took $taken frames, the guest counted tx_packets=$g_tx"
+  ((c[2] >= g_rx + g_rxd && c[2] - g_rx - g_rxd <= ring)) ||
+    fail "uvhost delivered ${c[2]} frames, the guest counted rx_packets=$g_rx rx_dropped=$g_rxd"
+  [[ $sent == "${c[0]}" ]] || fail "the tap backend sent $sent, the port's tx packets are ${c[0]}"
+  ((k[0] + k[1] == sent)) || fail "the tap's kernel received ${k[0]} + dropped ${k[1]}, the backend sent $sent"
+  [[ ${k[2]} == "$frames" ]] || fail "the tap's kernel sent ${k[2]}, the backend read $frames"
+  ((frames - c[2] - c[3] >= 0 && frames - c[2] - c[3] <= 1)) ||
+    fail "the backend read $frames, the port delivered ${c[2]} + dropped ${c[3]}"
+  echo "books: guest tx $g_tx <= uvhost took $taken (+$((taken - g_tx))); uvhost delivered ${c[2]} >= guest rx $g_rx + dropped $g_rxd (+$((c[2] - g_rx - g_rxd))); tap: sent $sent == kernel rx ${k[0]} + dropped ${k[1]}; read $frames == kernel tx ${k[2]} == delivered ${c[2]} + dropped ${c[3]}$( ((frames - c[2] - c[3])) && echo ' + 1 held')"
+}
+
+run() {
+  qlib_prepare || return 0
+  case $case_name in
+    smoke) case_tap_tests link,ping,iperf ;;
+    basic) case_tap_tests link,ping,iperf,iperf-r ;;
+    switch) case_switch ;;
+    sockets) case_sockets ;;
+    restart) case_restart ;;
+    stats) case_stats ;;
+  esac
+}
+
+started=$SECONDS
+run
+echo "# case $case_name took $((SECONDS - started)) s"
+ilib_finish "qemu $case_name"

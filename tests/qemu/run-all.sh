@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# run-all.sh - every QEMU end-to-end case (tests/qemu/README.md), one after another.
+#
+#   tests/qemu/run-all.sh [--uvhost PATH] [CASE...]
+#
+# PATH defaults to build/release/cli/uvhost; CASE defaults to all of: basic switch
+# sockets restart stats (qemu_test.sh's cases 1-7). Each case's output is printed as it
+# runs; at the end one line per case (PASS / FAIL / SKIP and seconds). Exit 0 when every
+# case passed, 1 otherwise. Takes about 5-10 minutes on a 2-core machine under TCG.
+set -uo pipefail
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+ROOT=$(cd "$HERE/../.." && pwd)
+
+uvhost=$ROOT/build/release/cli/uvhost
+cases=()
+while (($#)); do
+  case $1 in
+    --uvhost) uvhost=$2; shift 2 ;;
+    basic | switch | sockets | restart | stats | smoke) cases+=("$1"); shift ;;
+    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke]..." >&2; exit 64 ;;
+  esac
+done
+((${#cases[@]})) || cases=(basic switch sockets restart stats)
+[[ -x $uvhost ]] || { echo "run-all.sh: no uvhost binary at $uvhost (build it, or give --uvhost)" >&2; exit 64; }
+
+summary=() bad=0
+for c in "${cases[@]}"; do
+  args=()
+  case $c in
+    switch) args=(--count 1000) ;;
+    sockets | restart) args=(--count 500) ;;
+    stats) args=(--count 3000 --secs 3) ;;
+  esac
+  echo "=== qemu $c"
+  start=$SECONDS rc=0
+  "$HERE/qemu_test.sh" --uvhost "$uvhost" "$c" "${args[@]}" || rc=$?
+  case $rc in
+    0) verdict=PASS ;;
+    77) verdict=SKIP ;;
+    *) verdict="FAIL (exit $rc)"; bad=1 ;;
+  esac
+  summary+=("$(printf '%-8s %-14s %4d s' "$c" "$verdict" $((SECONDS - start)))")
+done
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+exit "$bad"
