@@ -1,0 +1,103 @@
+// lab_cli_e2e_test.cpp - `uvhost lab busypoll` and `uvhost lab busyloop-intr` through
+// the command itself (UVHOST_BINARY), with tiny runs: exit status, the tables' shape,
+// and the JSON they promise (every configuration's runs, the comparisons against the
+// baseline), plus the plot file. Invariants only, never speeds.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Ran {
+  int status = -1;
+  std::string out;
+};
+
+Ran run(const std::string& args) {
+  Ran r;
+  const std::string command = std::string(UVHOST_BINARY) + " " + args + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class LabCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("uvhost-lab-cli-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  nlohmann::json read_json(const fs::path& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+  fs::path dir_;
+};
+
+constexpr const char* kQuick = " --runs 2 --seconds 0.2 --warmup 0.05 --no-pin";
+
+TEST_F(LabCli, BusypollComparesEveryModeWithNotifyOnEveryWorkload) {
+  const fs::path json = dir_ / "busypoll.json", plot = dir_ / "busypoll.svg";
+  const Ran r = run("lab busypoll --workloads rr,stream-tx,stream-rx --sizes 64 --sessions 1 --modes busy,always" +
+                    std::string(kQuick) + " --json " + json.string() + " --plot " + plot.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* title : {"rr: busy50", "rr: always", "stream-tx: busy50", "stream-rx: always", "+thu% [95% CI]",
+                            "+normalize% [95% CI]"}) {
+    EXPECT_NE(r.out.find(title), std::string::npos) << title << "\n" << r.out;
+  }
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["configs"].size(), 3u);
+  EXPECT_EQ(j["configs"][0]["label"], "notify");
+  ASSERT_EQ(j["points"].size(), 3u);
+  for (const auto& point : j["points"]) {
+    for (const char* label : {"notify", "busy50", "always"}) {
+      ASSERT_EQ(point["runs"][label].size(), 2u) << label;
+      for (const auto& run : point["runs"][label]) EXPECT_GT(run["packets"].get<uint64_t>(), 0u) << label;
+    }
+    EXPECT_TRUE(point["vs_baseline"].contains("busy50"));
+    EXPECT_TRUE(point["vs_baseline"].contains("always"));
+    EXPECT_FALSE(point["vs_baseline"].contains("notify"));
+  }
+  ASSERT_TRUE(fs::exists(plot));
+  EXPECT_GT(fs::file_size(plot), 1000u);
+}
+
+TEST_F(LabCli, BusyloopIntrPutsSeveralQueuesOnOneWorker) {
+  const fs::path json = dir_ / "intr.json";
+  const Ran r = run("lab busyloop-intr --workloads rr --sizes 64 --sessions 4 --queues 2" + std::string(kQuick) +
+                    " --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rr: accurate"), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["configs"].size(), 2u);
+  EXPECT_EQ(j["configs"][0]["label"], "any");
+  EXPECT_NE(j["configs"][1]["config"].get<std::string>().find("exit=accurate"), std::string::npos);
+  EXPECT_EQ(j["options"]["queue_pairs"], 2);
+  ASSERT_EQ(j["points"].size(), 1u);
+  EXPECT_EQ(j["points"][0]["runs"]["accurate"].size(), 2u);
+  const auto& thu = j["points"][0]["vs_baseline"]["accurate"]["thu"];
+  EXPECT_TRUE(thu["verdict"] == "better" || thu["verdict"] == "worse" || thu["verdict"] == "noise") << thu.dump();
+}
+
+TEST_F(LabCli, RefusesAnUnknownWorkload) {
+  const Ran r = run("lab busypoll --workloads tcp_crr" + std::string(kQuick));
+  EXPECT_NE(r.status, 0);
+}
+
+}  // namespace
