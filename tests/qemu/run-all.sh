@@ -6,7 +6,8 @@
 # PATH defaults to build/release/cli/uvhost; CASE defaults to all of: basic switch
 # sockets restart stats (qemu_test.sh's cases 1-7). Each case's output is printed as it
 # runs; at the end one line per case (PASS / FAIL / SKIP and seconds). Exit 0 when every
-# case passed, 1 otherwise. Takes about 5-10 minutes on a 2-core machine under TCG.
+# case passed, 1 otherwise. Under TCG on a shared 2-core machine: about 3 minutes at
+# load average 10, 11 at load 15.
 set -uo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 ROOT=$(cd "$HERE/../.." && pwd)
