@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "uvhost/bench/bench_report.h"
+#include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/workload.h"
 
 namespace uvhost::cli {
@@ -32,6 +33,7 @@ struct BenchOptions {
   std::string json_path;
   std::string csv_path;
   bench::RunOptions run;
+  std::string frontend = "embedded";
 };
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -68,6 +70,14 @@ void run_bench(BenchOptions& o) {
     workloads.push_back(*w);
   }
   o.run.pin = !o.no_pin;
+  if (o.frontend == "qemu") {
+    o.run.frontend = bench::Frontend::kQemu;
+    try {
+      (void)bench::find_guest(o.run.guest_dir);
+    } catch (const std::exception& e) {
+      usage_error(e.what());
+    }
+  }
   const std::vector<bench::Point> points = bench::expand_points(workloads, o.sizes, o.sessions);
 
   fmt::print("uvhost bench: {} ({}), {} points x {} runs, {:.1f} s each after {:.1f} s warm-up, {} queue pair(s), {}\n",
@@ -107,6 +117,8 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench", "Measure a vhost-user backend with netperf-style workloads (rr, stream-tx, stream-rx)");
   cmd->require_subcommand(0, 1);
+  add_bench_compare(*cmd);
+  add_bench_calibrate(*cmd);
   cmd->add_option("--workloads", o->workloads, "Comma-separated: rr, stream-tx, stream-rx")->delimiter(',');
   cmd->add_option("--sizes", o->sizes, "Ethernet frame sizes in bytes, 60..65535")
       ->delimiter(',')
@@ -132,6 +144,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--backend-cpu", o->run.backend_cpu, "CPU of the backend process")->check(CLI::NonNegativeNumber);
   cmd->add_option("--uvhost", o->run.uvhost_binary, "The uvhost binary to serve with (default: this one)");
   cmd->add_option("--testpmd", o->run.testpmd_binary, "The dpdk-testpmd binary");
+  cmd->add_option("--frontend", o->frontend,
+                  "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping)")
+      ->check(CLI::IsMember({"embedded", "qemu"}))
+      ->capture_default_str();
+  cmd->add_option("--guest-dir", o->run.guest_dir,
+                  "--frontend qemu: the folder with scripts/build-guest.sh's vmlinux and initramfs.cpio");
   cmd->add_option("--json", o->json_path, "Write every run and the summaries here");
   cmd->add_option("--csv", o->csv_path, "Write one row per run here");
   // Runs only when no subcommand (compare, calibrate) was given.

@@ -18,6 +18,7 @@
 #include "uvhost/bench/ab_report.h"
 #include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/calibrate.h"
+#include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/workload.h"
 
 namespace uvhost::cli {
@@ -27,6 +28,7 @@ namespace {
 struct RunFlags {
   uint32_t runs = bench::CompareDefaults::kRuns;
   bool no_pin = false;
+  std::string frontend = "embedded";
   bench::RunOptions options = [] {
     bench::RunOptions o;
     o.seconds = bench::CompareDefaults::kSeconds;
@@ -64,7 +66,8 @@ struct CalibrateOptions {
   throw CLI::RuntimeError(2);
 }
 
-bench::Config config_or_exit(const char* command, const char* flag, const std::string& text, const char* label) {
+bench::Config config_or_exit(const char* command, const char* flag, const std::string& text,
+                             const char* label) {
   std::string error;
   std::optional<bench::Config> config = bench::parse_config(text, error);
   if (!config) usage_error(command, fmt::format("{}: {}", flag, error));
@@ -82,12 +85,18 @@ bench::Workload workload_or_exit(const char* command, const std::string& name) {
 bench::Runner real_runner(const RunFlags& flags) {
   bench::RunOptions options = flags.options;
   options.pin = !flags.no_pin;
+  if (flags.frontend == "qemu") {
+    options.frontend = bench::Frontend::kQemu;
+    (void)bench::find_guest(options.guest_dir);  // throws the "run scripts/build-guest.sh" reason
+  }
   return [options](const bench::Config& config, const bench::Point& point) {
     return bench::run_point(config, point, options);
   };
 }
 
-void print_progress(const std::string& line) { fmt::print(stderr, "  {}\n", line); }
+void print_progress(const std::string& line) {
+  fmt::print(stderr, "  {}\n", line);
+}
 
 template <typename Write>
 void write_file(const char* command, const std::string& path, Write write) {
@@ -127,7 +136,8 @@ void run_compare_command(CompareOptions& o) {
   std::cout.flush();
 
   if (!o.json_path.empty()) {
-    write_file("compare", o.json_path, [&](std::ostream& f) { f << bench::compare_json(result).dump(2) << "\n"; });
+    write_file("compare", o.json_path,
+               [&](std::ostream& f) { f << bench::compare_json(result).dump(2) << "\n"; });
   }
   if (!o.csv_path.empty()) {
     write_file("compare", o.csv_path, [&](std::ostream& f) { bench::write_compare_csv(result, f); });
@@ -152,8 +162,10 @@ void run_calibrate_command(CalibrateOptions& o) {
   spec.seconds = o.run.options.seconds;
   spec.warmup_seconds = o.run.options.warmup_seconds;
 
-  fmt::print(stderr, "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds x 2 sides, {} s + {} s warmup each\n",
-             spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
+  fmt::print(
+      stderr,
+      "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds x 2 sides, {} s + {} s warmup each\n",
+      spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
   bench::CalibrateResult result;
   try {
     result = bench::run_calibrate(spec, real_runner(o.run), print_progress);
@@ -165,7 +177,8 @@ void run_calibrate_command(CalibrateOptions& o) {
   bench::print_calibrate_report(result, std::cout);
   std::cout.flush();
   if (!o.json_path.empty()) {
-    write_file("calibrate", o.json_path, [&](std::ostream& f) { f << bench::calibrate_json(result).dump(2) << "\n"; });
+    write_file("calibrate", o.json_path,
+               [&](std::ostream& f) { f << bench::calibrate_json(result).dump(2) << "\n"; });
   }
 }
 
@@ -181,8 +194,15 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
       ->capture_default_str();
   cmd->add_option("--queues", run.options.queue_pairs, "Queue pairs")->check(CLI::Range(1, 128));
   cmd->add_flag("--no-pin", run.no_pin, "Do not pin the frontend and the backend to CPUs");
-  cmd->add_option("--uvhost", run.options.uvhost_binary, "The uvhost binary to serve with (default: this one)");
+  cmd->add_option("--uvhost", run.options.uvhost_binary,
+                  "The uvhost binary to serve with (default: this one)");
   cmd->add_option("--testpmd", run.options.testpmd_binary, "The dpdk-testpmd binary");
+  cmd->add_option("--frontend", run.frontend,
+                  "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping)")
+      ->check(CLI::IsMember({"embedded", "qemu"}))
+      ->capture_default_str();
+  cmd->add_option("--guest-dir", run.options.guest_dir,
+                  "--frontend qemu: the folder with scripts/build-guest.sh's vmlinux and initramfs.cpio");
 }
 
 }  // namespace
@@ -190,8 +210,10 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
 void add_bench_compare(CLI::App& bench) {
   auto o = std::make_shared<CompareOptions>();
   auto* cmd = bench.add_subcommand(
-      "compare", "A/B: run configs A and B back to back, repeatedly, and say better / worse / noise with a 95% CI");
-  cmd->add_option("--a", o->a, "Config A: KEY=VALUE,... (as `uvhost bench --config`), e.g. poll=notify")->required();
+      "compare",
+      "A/B: run configs A and B back to back, repeatedly, and say better / worse / noise with a 95% CI");
+  cmd->add_option("--a", o->a, "Config A: KEY=VALUE,... (as `uvhost bench --config`), e.g. poll=notify")
+      ->required();
   cmd->add_option("--b", o->b, "Config B, e.g. poll=busy,busy_us=50 or backend=testpmd")->required();
   cmd->add_option("--workloads", o->workloads, "Comma-separated: rr, stream-tx, stream-rx")
       ->delimiter(',')
@@ -204,11 +226,13 @@ void add_bench_compare(CLI::App& bench) {
       ->delimiter(',')
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--method", o->method, "paired-t (log ratios of back-to-back runs) or welch (independent samples)")
+  cmd->add_option("--method", o->method,
+                  "paired-t (log ratios of back-to-back runs) or welch (independent samples)")
       ->check(CLI::IsMember({"paired-t", "welch"}))
       ->capture_default_str();
   add_run_flags(cmd, o->run);
-  cmd->add_option("--plot", o->plot_path, "Draw thu and normalize of A and B with 95% CIs (FILE.png or FILE.svg; gnuplot)");
+  cmd->add_option("--plot", o->plot_path,
+                  "Draw thu and normalize of A and B with 95% CIs (FILE.png or FILE.svg; gnuplot)");
   cmd->add_option("--json", o->json_path, "Write every raw run and every summary here");
   cmd->add_option("--csv", o->csv_path, "Write one row per run here");
   cmd->callback([o] { run_compare_command(*o); });
@@ -216,17 +240,21 @@ void add_bench_compare(CLI::App& bench) {
 
 void add_bench_calibrate(CLI::App& bench) {
   auto o = std::make_shared<CalibrateOptions>();
-  auto* cmd = bench.add_subcommand(
-      "calibrate",
-      "Check compare on this machine: A/A comparisons must say noise >= 95%, A vs A slowed by --slowdown must say "
-      "worse >= 80% (exit status 0 either way)");
+  auto* cmd = bench.add_subcommand("calibrate",
+                                   "Check compare on this machine: A/A comparisons must say noise >= 95%, A "
+                                   "vs A slowed by --slowdown must say "
+                                   "worse >= 80% (exit status 0 either way)");
   cmd->add_option("--config", o->config, "Config A (KEY=VALUE,...); default: a plain uvhost serve");
-  cmd->add_option("--trials", o->trials, "A/A and A/B comparisons, each")->check(CLI::Range(1, 10000))->capture_default_str();
+  cmd->add_option("--trials", o->trials, "A/A and A/B comparisons, each")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   cmd->add_option("--slowdown", o->slowdown, "Extra frontend work per packet for B, as a fraction")
       ->check(CLI::Range(0.0001, 0.9))
       ->capture_default_str();
   cmd->add_option("--workload", o->workload, "rr, stream-tx or stream-rx")->capture_default_str();
-  cmd->add_option("--size", o->size, "Ethernet frame size in bytes")->check(CLI::Range(60, 65535))->capture_default_str();
+  cmd->add_option("--size", o->size, "Ethernet frame size in bytes")
+      ->check(CLI::Range(60, 65535))
+      ->capture_default_str();
   cmd->add_option("--sessions", o->sessions, "rr: requests in flight; stream: flows")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

@@ -15,6 +15,13 @@
 #    uvhost.wait=N            seconds to wait for the peer's first echo reply (default 30)
 #    uvhost.hold=N            seconds to stay up after the last test (default 0), so a
 #                             peer can still reach us or the host can read counters
+#    uvhost.warmup=N          bench-*: whole seconds of traffic before the measured window
+#                             (default 1)
+#    uvhost.size=N            bench-*: stream: iperf3's write size (-l); rr: the Ethernet
+#                             frame of each echo request/reply (ICMP payload N-42, N >= 58
+#                             so the payload holds ping's timestamp) (default 1500)
+#    uvhost.sessions=N        bench-*: stream: iperf3 -P N; rr: N echo requests in flight
+#                             (ping -l N-1) (default 1)
 #  Tests (each prints one result line, see below):
 #    link     eth0 exists, its driver is virtio_net, operstate up and carrier 1 after
 #             `ip link set up`; prints the negotiated feature bits
@@ -24,9 +31,21 @@
 #    iperf    `iperf3 -c PEER -t SECS -f m`: guest -> peer TCP; PASS with a throughput
 #    iperf-r  the same with -R: peer -> guest
 #    idle     nothing (for a guest that only answers, e.g. the second guest on a switch)
+#    bench-tx, bench-rx, bench-rr   `uvhost bench --frontend qemu`'s traffic (secs is the
+#             measured window): bench-tx/-rx run `iperf3 -c PEER -O WARMUP -t SECS -P
+#             SESSIONS -l SIZE` (-R for rx) in the background, sleep WARMUP, print
+#             UVHOST-WINDOW: begin, sleep SECS, print UVHOST-WINDOW: end, with eth0's
+#             counters of the measured direction read at both edges; bench-rr runs
+#             `ping -A` for WARMUP s (discarded), then UVHOST-WINDOW: begin, `ping -A -w
+#             SECS` with every reply's time written to /tmp (not the console), then
+#             UVHOST-WINDOW: end; the guest sorts the times itself. Result keys: seconds
+#             (the window by /proc/uptime, 10 ms steps), packets, bytes (eth0's counters:
+#             the driver's packets, so GSO super-packets when TSO is on; frame bytes),
+#             transactions, p50_us, p99_us, p999_us (rr), iperf3's sender/receiver Mbits/s.
 #  Output (serial console), one line each, easy to grep:
 #    UVHOST-GUEST: up kernel=VERSION
 #    UVHOST-BEGIN: name=TEST
+#    UVHOST-WINDOW: begin|end name=TEST   (bench-* only: the measured window's edges)
 #    UVHOST-TEST: name=TEST result=PASS|FAIL key=value...
 #    UVHOST-STATS: tx_packets=N rx_packets=N tx_bytes=N rx_bytes=N tx_dropped=N rx_dropped=N
 #       (eth0's counters, printed after the tests, before the hold)
@@ -64,6 +83,9 @@ interval=$(arg interval 0.002)
 secs=$(arg secs 5)
 wait_s=$(arg wait 30)
 hold=$(arg hold 0)
+warmup=$(arg warmup 1)
+size=$(arg size 1500)
+sessions=$(arg sessions 1)
 
 # eth0 appears when virtio_net probed the device.
 i=0
@@ -149,6 +171,64 @@ t_iperf() {  # t_iperf NAME [-R]
   result "$name" result="$r" sender_mbps="${snd:-?}" receiver_mbps="${rcv:-?}" retransmits="${retr:-?}" seconds="$secs" peer="$peer"
 }
 
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+stat_of() { cat "/sys/class/net/eth0/statistics/$1" 2>/dev/null || echo 0; }
+
+t_bench_stream() {  # t_bench_stream NAME tx|rx
+  name=$1 way=$2
+  if ! peer_reachable; then result "$name" result=FAIL why="peer-$peer-never-answered"; return; fi
+  r=""
+  [ "$way" = rx ] && r=-R
+  # shellcheck disable=SC2086  # $r: no option or one
+  iperf3 -c "$peer" -O "$warmup" -t "$secs" -P "$sessions" -l "$size" -f m $r >/tmp/iperf.out 2>&1 &
+  ipid=$!
+  sleep "$warmup"
+  p0=$(stat_of "${way}_packets") b0=$(stat_of "${way}_bytes") t0=$(uptime_s)
+  say "UVHOST-WINDOW: begin name=$name"
+  sleep "$secs"
+  p1=$(stat_of "${way}_packets") b1=$(stat_of "${way}_bytes") t1=$(uptime_s)
+  say "UVHOST-WINDOW: end name=$name"
+  wait "$ipid"
+  rc=$?
+  out=$(cat /tmp/iperf.out)
+  echo "$out" | tail -n 6 | sed 's/^/iperf3: /' >/dev/console
+  snd=$(echo "$out" | awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')
+  rcv=$(echo "$out" | awk '/ receiver$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')
+  res=FAIL
+  [ "$rc" = 0 ] && [ $((p1 - p0)) -gt 0 ] && res=PASS
+  result "$name" result="$res" seconds="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" \
+    packets=$((p1 - p0)) bytes=$((b1 - b0)) transactions=0 sender_mbps="${snd:-?}" receiver_mbps="${rcv:-?}" iperf_rc="$rc"
+}
+
+t_bench_rr() {
+  name=bench-rr
+  if ! peer_reachable; then result "$name" result=FAIL why="peer-$peer-never-answered"; return; fi
+  if [ "$size" -lt 58 ]; then result "$name" result=FAIL why=size-below-58; return; fi
+  pre=""
+  [ "$sessions" -gt 1 ] && pre="-l $((sessions - 1))"
+  # shellcheck disable=SC2086  # $pre: no option or two words
+  iputils-ping -A $pre -s $((size - 42)) -w "$warmup" -q "$peer" >/dev/null 2>&1
+  t0=$(uptime_s)
+  say "UVHOST-WINDOW: begin name=$name"
+  # shellcheck disable=SC2086
+  iputils-ping -A $pre -s $((size - 42)) -w "$secs" "$peer" >/tmp/rr.out 2>&1
+  t1=$(uptime_s)
+  say "UVHOST-WINDOW: end name=$name"
+  # "1508 bytes from 10.0.9.1: icmp_seq=7 ttl=64 time=0.912 ms": one line per reply.
+  sed -n 's/.* time=\([0-9.]*\) ms.*/\1/p' /tmp/rr.out | sort -n >/tmp/rtt
+  n=$(wc -l </tmp/rtt)
+  tail -n 2 /tmp/rr.out | sed 's/^/ping: /' >/dev/console
+  res=FAIL
+  [ "$n" -gt 0 ] && res=PASS
+  # The q-th percentile: the ceil(n*q)-th smallest time (ms in, us out).
+  pct=$(awk -v n="$n" 'function at(q,  i) { i = int(n * q); if (i < n * q) i++; if (i < 1) i = 1; return v[i] * 1000 }
+    { v[NR] = $1 } END { if (n > 0) printf "p50_us=%.1f p99_us=%.1f p999_us=%.1f", at(0.5), at(0.99), at(0.999) }' /tmp/rtt)
+  # shellcheck disable=SC2086  # $pct: three key=value words
+  result "$name" result="$res" seconds="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')" \
+    packets="$n" bytes=$((n * size)) transactions="$n" $pct
+  rm -f /tmp/rr.out /tmp/rtt
+}
+
 for t in $(echo "$tests" | tr ',' ' '); do
   say "UVHOST-BEGIN: name=$t"
   case $t in
@@ -157,6 +237,9 @@ for t in $(echo "$tests" | tr ',' ' '); do
     iperf) t_iperf iperf ;;
     iperf-r) t_iperf iperf-r -R ;;
     idle) result idle result=PASS ;;
+    bench-tx) t_bench_stream bench-tx tx ;;
+    bench-rx) t_bench_stream bench-rx rx ;;
+    bench-rr) t_bench_rr ;;
     *) result "$t" result=FAIL why=unknown-test ;;
   esac
 done

@@ -10,7 +10,8 @@
 namespace uvhost::bench {
 namespace {
 
-MetricComparison compare_metric(const std::vector<double>& a, const std::vector<double>& b, Direction direction) {
+MetricComparison compare_metric(const std::vector<double>& a, const std::vector<double>& b,
+                                Direction direction) {
   MetricComparison m;
   m.a = summarize(a);
   m.b = summarize(b);
@@ -56,8 +57,8 @@ std::string describe_point(const Point& point) {
 void analyze_point(PointComparison& p) {
   const Workload w = p.point.workload;
   p.thu = compare_metric(thu_values(p.a_runs, w), thu_values(p.b_runs, w), Direction::kHigherIsBetter);
-  p.normalize =
-      compare_metric(normalize_values(p.a_runs, w), normalize_values(p.b_runs, w), Direction::kHigherIsBetter);
+  p.normalize = compare_metric(normalize_values(p.a_runs, w), normalize_values(p.b_runs, w),
+                               Direction::kHigherIsBetter);
   p.cpu = compare_metric(cpu_cores_values(p.a_runs), cpu_cores_values(p.b_runs), Direction::kLowerIsBetter);
   if (w == Workload::kRr) {
     p.p99 = compare_metric(p99_values(p.a_runs), p99_values(p.b_runs), Direction::kLowerIsBetter);
@@ -87,9 +88,8 @@ CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const P
         try {
           r = runner(config, point);
         } catch (const std::exception& e) {
-          throw std::runtime_error(
-              fmt::format("{}, round {} of {}, {} ({}): {}", describe_point(point), round + 1, spec.runs, side,
-                          describe(config), e.what()));
+          throw std::runtime_error(fmt::format("{}, round {} of {}, {} ({}): {}", describe_point(point),
+                                               round + 1, spec.runs, side, describe(config), e.what()));
         }
         if (progress) progress(progress_line(point, round, spec.runs, side, r));
         (is_a ? pc.a_runs : pc.b_runs).push_back(std::move(r));

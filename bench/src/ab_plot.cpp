@@ -10,7 +10,8 @@
 namespace uvhost::bench {
 namespace {
 
-BarSeries series_of(const std::string& name, const CompareResult& result, Workload workload, bool normalize, bool a) {
+BarSeries series_of(const std::string& name, const CompareResult& result, Workload workload, bool normalize,
+                    bool a) {
   BarSeries s;
   s.name = name;
   for (const PointComparison& p : result.points) {
@@ -46,7 +47,8 @@ bool plot_compare(const CompareResult& result, const std::string& path, std::str
       chart.title = fmt::format("{} {} (size/sessions)", to_string(w), normalize ? "normalize" : "thu");
       chart.y_label = normalize ? unit + " per CPU-second" : unit;
       chart.groups = groups;
-      chart.series = {series_of(a_name, result, w, normalize, true), series_of(b_name, result, w, normalize, false)};
+      chart.series = {series_of(a_name, result, w, normalize, true),
+                      series_of(b_name, result, w, normalize, false)};
       charts.push_back(std::move(chart));
     }
   }

@@ -18,14 +18,19 @@ std::string side_name(const Config& config, const char* letter) {
   return config.label.empty() || config.label == letter ? std::string() : config.label + ": ";
 }
 
-std::string mean_ci(const Summary& s) { return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half)); }
+std::string mean_ci(const Summary& s) {
+  return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half));
+}
 
 std::string pair_of(const Summary& a, const Summary& b, int decimals) {
   return fmt::format("{:.{}f}/{:.{}f}", a.mean, decimals, b.mean, decimals);
 }
 
 nlohmann::json to_json(const MetricComparison& m) {
-  return {{"a", to_json(m.a)}, {"b", to_json(m.b)}, {"paired_t", to_json(m.paired_t)}, {"welch", to_json(m.welch)}};
+  return {{"a", to_json(m.a)},
+          {"b", to_json(m.b)},
+          {"paired_t", to_json(m.paired_t)},
+          {"welch", to_json(m.welch)}};
 }
 
 nlohmann::json config_json(const Config& config) {
@@ -35,8 +40,9 @@ nlohmann::json config_json(const Config& config) {
 void print_workload_table(const CompareResult& result, Workload workload, std::ostream& out) {
   const AbMethod method = result.spec.method;
   const bool rr = workload == Workload::kRr;
-  std::vector<std::string> headers{"size", "sessions", "A thu", "B thu", "+thu% [95% CI]", "verdict",
-                                   "+normalize% [95% CI]", "verdict", "CPU A/B (cores)"};
+  std::vector<std::string> headers{
+      "size",    "sessions",       "A thu", "B thu", "+thu% [95% CI]", "verdict", "+normalize% [95% CI]",
+      "verdict", "CPU A/B (cores)"};
   if (rr) headers.emplace_back("p99 A/B (us)");
   TextTable table(headers);
   for (const PointComparison& p : result.points) {
@@ -91,9 +97,10 @@ void print_compare_report(const CompareResult& result, std::ostream& out) {
   const CompareSpec& spec = result.spec;
   out << "A: " << side_name(spec.a, "A") << describe(spec.a) << "\n";
   out << "B: " << side_name(spec.b, "B") << describe(spec.b) << "\n";
-  out << fmt::format("{} runs per side and point, {} s measured after {} s warmup, A and B back to back "
-                     "(order alternating)\n",
-                     spec.runs, spec.seconds, spec.warmup_seconds);
+  out << fmt::format(
+      "{} runs per side and point, {} s measured after {} s warmup, A and B back to back "
+      "(order alternating)\n",
+      spec.runs, spec.seconds, spec.warmup_seconds);
   out << "method: " << method_assumption(spec.method) << "\n";
   out << "+x%: B vs A, 95% CI in brackets; verdict noise when the CI contains 0\n";
   std::vector<Workload> seen;
@@ -148,8 +155,8 @@ void write_compare_csv(const CompareResult& result, std::ostream& out) {
         const RunResult& r = is_a ? p.a_runs[i] : p.b_runs[i];
         out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(w), p.point.size,
                            p.point.sessions, i + 1, is_a ? 'A' : 'B', is_a == a_first ? 1 : 0, r.seconds,
-                           r.packets, r.bytes, r.transactions, r.throughput(w), r.normalized(w), r.cpu_seconds,
-                           r.p50_us, r.p99_us, r.p999_us);
+                           r.packets, r.bytes, r.transactions, r.throughput(w), r.normalized(w),
+                           r.cpu_seconds, r.p50_us, r.p99_us, r.p999_us);
       }
     }
   }

@@ -2,11 +2,12 @@
 // and the Wilson interval of a proportion.
 #include "uvhost/bench/ab_stats.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <vector>
 
@@ -112,7 +113,9 @@ AbComparison welch(std::span<const double> a, std::span<const double> b, Directi
   return r;
 }
 
-std::string percent(double fraction) { return fmt::format("{:+.1f}", fraction * 100); }
+std::string percent(double fraction) {
+  return fmt::format("{:+.1f}", fraction * 100);
+}
 
 }  // namespace
 
@@ -132,16 +135,21 @@ std::string_view method_assumption(AbMethod method) noexcept {
            "method; assumes each sample mean is roughly normal and the runs independent (ignores pairing, so "
            "machine drift widens the interval)";
   }
-  return "paired-t: Student's t on ln(B[i]/A[i]) of the back-to-back runs, CI back-transformed with exp(.)-1; "
+  return "paired-t: Student's t on ln(B[i]/A[i]) of the back-to-back runs, CI back-transformed with "
+         "exp(.)-1; "
          "assumes the log ratios are roughly normal and independent (pairing cancels slow machine drift)";
 }
 
 std::string_view to_string(Verdict verdict) noexcept {
   switch (verdict) {
-    case Verdict::kBetter: return "better";
-    case Verdict::kWorse: return "worse";
-    case Verdict::kNoise: return "noise";
-    case Verdict::kInvalid: break;
+    case Verdict::kBetter:
+      return "better";
+    case Verdict::kWorse:
+      return "worse";
+    case Verdict::kNoise:
+      return "noise";
+    case Verdict::kInvalid:
+      break;
   }
   return "n/a";
 }

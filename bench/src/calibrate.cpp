@@ -33,9 +33,9 @@ const MetricComparison& metric_of(const CompareResult& r, const std::string& met
 std::string trial_line(const char* kind, uint32_t trial, uint32_t trials, const CompareResult& r) {
   const PointComparison& p = r.points.front();
   const AbMethod m = CompareDefaults::kMethod;
-  return fmt::format("trial {}/{} {}: thu {} {}, normalize {} {}", trial + 1, trials, kind, to_string(p.thu.by(m).verdict),
-                     format_relative(p.thu.by(m)), to_string(p.normalize.by(m).verdict),
-                     format_relative(p.normalize.by(m)));
+  return fmt::format("trial {}/{} {}: thu {} {}, normalize {} {}", trial + 1, trials, kind,
+                     to_string(p.thu.by(m).verdict), format_relative(p.thu.by(m)),
+                     to_string(p.normalize.by(m).verdict), format_relative(p.normalize.by(m)));
 }
 
 std::string rate_cell(const Proportion& p) {
@@ -44,7 +44,10 @@ std::string rate_cell(const Proportion& p) {
 }
 
 nlohmann::json to_json(const Proportion& p) {
-  return {{"successes", p.successes}, {"trials", p.trials}, {"rate", p.rate}, {"wilson95_low", p.low},
+  return {{"successes", p.successes},
+          {"trials", p.trials},
+          {"rate", p.rate},
+          {"wilson95_low", p.low},
           {"wilson95_high", p.high}};
 }
 
@@ -65,7 +68,17 @@ const RateCheck* CalibrateResult::default_check() const noexcept {
   return nullptr;
 }
 
-std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa, const std::vector<CompareResult>& ab) {
+double CalibrateResult::measured_ab_effect() const {
+  std::vector<double> effects;
+  for (const CompareResult& r : ab) {
+    const AbComparison& c = r.points.front().thu.paired_t;
+    if (c.valid()) effects.push_back(c.relative);
+  }
+  return percentile(effects, 50);
+}
+
+std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
+                                   const std::vector<CompareResult>& ab) {
   std::vector<RateCheck> checks;
   for (const char* metric : {"thu", "normalize"}) {
     for (AbMethod method : {AbMethod::kPairedT, AbMethod::kWelch}) {
@@ -107,15 +120,16 @@ CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, c
   const double pilot = percentile(result.pilot_throughput, 50);
   result.spin_ns = slowdown_spin_ns(spec.slowdown, pilot, spec.point.workload);
   if (result.spin_ns == 0) {
-    throw std::runtime_error(fmt::format("the pilot runs measured no usable throughput ({}), cannot size the spin",
-                                         pilot));
+    throw std::runtime_error(
+        fmt::format("the pilot runs measured no usable throughput ({}), cannot size the spin", pilot));
   }
   result.slowed = a;
   result.slowed.frontend_spin_ns = a.frontend_spin_ns + result.spin_ns;
   result.slowed.label = fmt::format("A+{:g}%", spec.slowdown * 100);
   if (progress) {
     progress(fmt::format("spin {} ns per frontend packet makes B {:g}% slower per {}", result.spin_ns,
-                         spec.slowdown * 100, spec.point.workload == Workload::kRr ? "transaction" : "packet"));
+                         spec.slowdown * 100,
+                         spec.point.workload == Workload::kRr ? "transaction" : "packet"));
   }
 
   // A trial's runs report through `progress` with the trial in front.
@@ -123,7 +137,8 @@ CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, c
     for (const bool is_aa : {true, false}) {
       const char* kind = is_aa ? "A/A" : "A/B";
       ProgressFn inner;
-      if (progress) inner = [&](const std::string& line) { progress(fmt::format("trial {} {}  {}", t + 1, kind, line)); };
+      if (progress)
+        inner = [&](const std::string& line) { progress(fmt::format("trial {} {}  {}", t + 1, kind, line)); };
       CompareResult r = run_compare(trial_spec(spec, a, is_aa ? a : result.slowed), runner, inner);
       if (progress) progress(trial_line(kind, t, spec.trials, r));
       (is_aa ? result.aa : result.ab).push_back(std::move(r));
@@ -137,24 +152,30 @@ void print_calibrate_report(const CalibrateResult& result, std::ostream& out) {
   const CalibrateSpec& spec = result.spec;
   out << "calibration of uvhost bench compare at " << describe_point(spec.point) << "\n";
   out << "A: " << describe(spec.base) << "\n";
-  out << fmt::format("B: A with the frontend spinning {} ns per packet ({:g}% more work per {}; pilot median {} {}/s)\n",
-                     result.spin_ns, spec.slowdown * 100,
-                     spec.point.workload == Workload::kRr ? "transaction" : "packet",
-                     si(percentile(result.pilot_throughput, 50)), spec.point.workload == Workload::kRr ? "trans" : "pkt");
-  out << fmt::format("{} trials of A/A and of A/B, each {} runs per side of {} s after {} s warmup (compare's "
-                     "defaults unless overridden)\n",
-                     spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
-  out << fmt::format("targets: A/A says noise >= {:.0f}%, A/B says worse >= {:.0f}%; rates with Wilson 95% "
-                     "intervals\n\n",
-                     kAaNoiseTarget * 100, kAbWorseTarget * 100);
+  out << fmt::format(
+      "B: A with the frontend spinning {} ns per packet ({:g}% more work per {}; pilot median {} {}/s)\n",
+      result.spin_ns, spec.slowdown * 100, spec.point.workload == Workload::kRr ? "transaction" : "packet",
+      si(percentile(result.pilot_throughput, 50)), spec.point.workload == Workload::kRr ? "trans" : "pkt");
+  out << fmt::format(
+      "{} trials of A/A and of A/B, each {} runs per side of {} s after {} s warmup (compare's "
+      "defaults unless overridden)\n",
+      spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
+  out << fmt::format(
+      "targets: A/A says noise >= {:.0f}%, A/B says worse >= {:.0f}%; rates with Wilson 95% "
+      "intervals\n\n",
+      kAaNoiseTarget * 100, kAbWorseTarget * 100);
   TextTable table({"metric", "method", "A/A noise", "", "A/B worse", ""});
   for (const RateCheck& c : result.checks) {
-    table.add_row({c.metric, std::string(to_string(c.method)), rate_cell(c.aa_noise), c.aa_pass() ? "PASS" : "FAIL",
-                   rate_cell(c.ab_worse), c.ab_pass() ? "PASS" : "FAIL"});
+    table.add_row({c.metric, std::string(to_string(c.method)), rate_cell(c.aa_noise),
+                   c.aa_pass() ? "PASS" : "FAIL", rate_cell(c.ab_worse), c.ab_pass() ? "PASS" : "FAIL"});
   }
   table.print(out);
+  out << fmt::format(
+      "\nA/B effect measured: thu {:+.1f}% (median of the trials; intended {:+.1f}%; far off means "
+      "the pilot runs were disturbed)\n",
+      result.measured_ab_effect() * 100, -spec.slowdown / (1 + spec.slowdown) * 100);
   if (const RateCheck* d = result.default_check()) {
-    out << fmt::format("\ncompare's default (thu, {}): {}\n", to_string(d->method),
+    out << fmt::format("compare's default (thu, {}): {}\n", to_string(d->method),
                        d->aa_pass() && d->ab_pass() ? "PASS" : "FAIL");
   }
   if (spec.trials < 60) {
@@ -190,6 +211,7 @@ nlohmann::json calibrate_json(const CalibrateResult& result) {
           {"slowdown", spec.slowdown},
           {"pilot_throughput", result.pilot_throughput},
           {"spin_ns", result.spin_ns},
+          {"measured_ab_effect", result.measured_ab_effect()},
           {"targets", {{"aa_noise", kAaNoiseTarget}, {"ab_worse", kAbWorseTarget}}},
           {"checks", checks},
           {"aa_trials", aa},

@@ -50,7 +50,10 @@ void LatencyHistogram::reset() noexcept { *this = LatencyHistogram{}; }
 double LatencyHistogram::percentile(double p) const noexcept {
   if (count_ == 0) return 0;
   p = std::clamp(p, 0.0, 100.0);
-  const auto rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(count_))));
+  // p / 100 * count carries rounding error (99.9 has no exact double): a relative
+  // 1e-12 off keeps 99.9% of 1000 at rank 999 instead of 1000.
+  const double exact_rank = p / 100.0 * static_cast<double>(count_);
+  const auto rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(exact_rank - exact_rank * 1e-12)));
   uint64_t seen = 0;
   for (size_t i = 0; i < kBucketCount; ++i) {
     seen += counts_[i];

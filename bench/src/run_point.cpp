@@ -16,6 +16,7 @@
 #include "uvhost/bench/backend_process.h"
 #include "uvhost/bench/frontend_driver.h"
 #include "uvhost/bench/process_threads.h"
+#include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/workload.h"
 #include "uvhost/vhost_user/frontend.h"
 
@@ -111,6 +112,7 @@ void validate(const Config& config, const Point& point, const RunOptions& option
 
 RunResult run_point(const Config& config, const Point& point, const RunOptions& options) {
   validate(config, point, options);
+  if (options.frontend == Frontend::kQemu) return run_qemu_point(config, point, options);
   const vhost_user::FrontendOptions frontend_options = frontend_options_for(point, options.queue_pairs);
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
   const int backend_cpu = options.pin ? options.backend_cpu : -1;

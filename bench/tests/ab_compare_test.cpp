@@ -2,9 +2,6 @@
 // per "packet" (a busy loop whose length the config sets), and a seeded random model of
 // a machine for the bookkeeping (order, JSON, CSV, failures).
 #include "uvhost/bench/ab_compare.h"
-#include "uvhost/bench/ab_report.h"
-#include "uvhost/bench/cpu_time.h"
-#include "uvhost/bench/stats.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +13,9 @@
 #include <vector>
 
 #include "ab_test_model.h"
+#include "uvhost/bench/ab_report.h"
+#include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/stats.h"
 
 namespace uvhost::bench {
 namespace {
@@ -57,33 +57,36 @@ RunResult busy_loop_run(const Config& config, const Point& point) {
   return r;
 }
 
-TEST(AbCompare, BusyLoopTwiceTheWorkIsWorse) {
+TEST(AbCompare, BusyLoopFourTimesTheWorkIsWorse) {
   CompareSpec spec;
   spec.a.label = "A";
   spec.b.label = "B";
-  spec.b.frontend_spin_ns = 2000;  // 2000 more steps: twice the work per packet
+  spec.b.frontend_spin_ns = 6000;  // 6000 more steps: four times the work per packet
   spec.points = {Point{Workload::kRr, 64, 1}};
-  spec.runs = 6;
+  spec.runs = 8;
   std::vector<std::string> lines;
-  const CompareResult result = run_compare(spec, busy_loop_run, [&](const std::string& l) { lines.push_back(l); });
+  const CompareResult result =
+      run_compare(spec, busy_loop_run, [&](const std::string& l) { lines.push_back(l); });
   ASSERT_EQ(result.points.size(), 1u);
   const PointComparison& p = result.points[0];
-  EXPECT_EQ(p.a_runs.size(), 6u);
-  EXPECT_EQ(p.b_runs.size(), 6u);
-  EXPECT_EQ(lines.size(), 12u);
-  // Per CPU-second, B does half the packets: CPU time is immune to preemption by the
-  // other tenants of the machine, so this verdict is robust.
+  EXPECT_EQ(p.a_runs.size(), 8u);
+  EXPECT_EQ(p.b_runs.size(), 8u);
+  EXPECT_EQ(lines.size(), 16u);
+  // Per CPU-second, B does a quarter of the packets (-75%). CPU time is immune to
+  // preemption, but not to co-runners on a shared core (SMT, caches), which can swing
+  // a 20 ms run's speed by tens of percent: hence the wide band.
   EXPECT_EQ(p.normalize.paired_t.verdict, Verdict::kWorse) << format_relative(p.normalize.paired_t);
-  EXPECT_NEAR(p.normalize.paired_t.relative, -0.5, 0.15);
+  EXPECT_LT(p.normalize.paired_t.relative, -0.4);
+  EXPECT_GT(p.normalize.paired_t.relative, -0.9);
   // (thu, packets per wall second, is not asserted: on a shared machine a run's share
-  // of the CPU can swing by more than the factor of 2.)
+  // of the CPU can swing by a large factor.)
   // B's packets take longer. Wall time per packet suffers from preemption on a busy
   // machine, so compare the runs' medians of their p50, not a tail.
   std::vector<double> a_p50, b_p50;
   for (const RunResult& r : p.a_runs) a_p50.push_back(r.p50_us);
   for (const RunResult& r : p.b_runs) b_p50.push_back(r.p50_us);
   EXPECT_GT(summarize(b_p50).median, summarize(a_p50).median);
-  EXPECT_EQ(p.p99.a.n, 6u);  // rr: the latency comparison is there
+  EXPECT_EQ(p.p99.a.n, 8u);  // rr: the latency comparison is there
   for (const double cores : cpu_cores_values(p.a_runs)) EXPECT_LE(cores, 1.05);
 }
 
@@ -99,7 +102,9 @@ TEST(AbCompare, OrderAlternatesEachRound) {
     order += c.label;
     return machine.run(c, pt);
   });
-  EXPECT_EQ(order, "ABBAABBAAB" "ABBAABBAAB");
+  EXPECT_EQ(order,
+            "ABBAABBAAB"
+            "ABBAABBAAB");
   ASSERT_EQ(result.points.size(), 2u);
   EXPECT_EQ(result.points[0].a_first, (std::vector<bool>{true, false, true, false, true}));
   // stream points have no latency comparison; rr points do.
@@ -164,16 +169,19 @@ TEST(AbCompare, ReportJsonAndCsvCarryEveryRun) {
   spec.a.label = "A";
   spec.b.label = "B";
   spec.b.frontend_spin_ns = 500;  // 10 us per transaction + 1 us: about -9%
-  spec.points = {Point{Workload::kRr, 64, 1}, Point{Workload::kRr, 1500, 4}, Point{Workload::kStreamRx, 64, 1}};
+  spec.points = {Point{Workload::kRr, 64, 1}, Point{Workload::kRr, 1500, 4},
+                 Point{Workload::kStreamRx, 64, 1}};
   spec.runs = 8;
-  const CompareResult result = run_compare(spec, [&](const Config& c, const Point& pt) { return machine.run(c, pt); });
+  const CompareResult result =
+      run_compare(spec, [&](const Config& c, const Point& pt) { return machine.run(c, pt); });
   EXPECT_EQ(result.points[0].thu.paired_t.verdict, Verdict::kWorse);
 
   std::ostringstream text;
   print_compare_report(result, text);
   const std::string t = text.str();
-  for (const char* needle : {"A: backend=uvhost", "B: spin_ns=500", "8 runs per side", "paired-t", "+thu% [95% CI]", "+normalize% [95% CI]",
-                             "CPU A/B (cores)", "p99 A/B (us)", "stream-rx", "worse"}) {
+  for (const char* needle :
+       {"A: backend=uvhost", "B: spin_ns=500", "8 runs per side", "paired-t", "+thu% [95% CI]",
+        "+normalize% [95% CI]", "CPU A/B (cores)", "p99 A/B (us)", "stream-rx", "worse"}) {
     EXPECT_NE(t.find(needle), std::string::npos) << needle << "\n" << t;
   }
 

@@ -21,7 +21,8 @@ CompareResult model_result() {
   spec.a.label = "A";
   spec.b.label = "B";
   spec.b.frontend_spin_ns = 300;
-  spec.points = {Point{Workload::kRr, 64, 1}, Point{Workload::kRr, 1500, 8}, Point{Workload::kStreamTx, 64, 1}};
+  spec.points = {Point{Workload::kRr, 64, 1}, Point{Workload::kRr, 1500, 8},
+                 Point{Workload::kStreamTx, 64, 1}};
   spec.runs = 4;
   return run_compare(spec, [&](const Config& c, const Point& p) { return machine.run(c, p); });
 }

@@ -2,7 +2,6 @@
 // comparisons from a seeded RNG (false-alarm rate near 5%, a real shift detected,
 // drift cancelled by pairing).
 #include "uvhost/bench/ab_stats.h"
-#include "uvhost/bench/stats.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +9,8 @@
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "uvhost/bench/stats.h"
 
 namespace uvhost::bench {
 namespace {
@@ -22,9 +23,9 @@ TEST(AbStats, PairedTKnownValues) {
   const AbComparison c = compare_ab(a, b, AbMethod::kPairedT);
   ASSERT_TRUE(c.valid()) << c.reason;
   EXPECT_EQ(c.n, 3u);
-  EXPECT_NEAR(c.relative, 0.1051709, 1e-6);   // exp(0.1) - 1
-  EXPECT_NEAR(c.ci_low, -0.1379257, 1e-6);    // exp(0.1 - 4.302653 * 0.0577350) - 1
-  EXPECT_NEAR(c.ci_high, 0.4168184, 1e-6);    // exp(0.1 + 4.302653 * 0.0577350) - 1
+  EXPECT_NEAR(c.relative, 0.1051709, 1e-6);  // exp(0.1) - 1
+  EXPECT_NEAR(c.ci_low, -0.1379257, 1e-6);   // exp(0.1 - 4.302653 * 0.0577350) - 1
+  EXPECT_NEAR(c.ci_high, 0.4168184, 1e-6);   // exp(0.1 + 4.302653 * 0.0577350) - 1
   EXPECT_NEAR(c.t, std::sqrt(3.0), 1e-9);
   EXPECT_DOUBLE_EQ(c.dof, 2);
   EXPECT_NEAR(c.p_value, 1 - std::sqrt(0.6), 1e-9);
@@ -152,8 +153,8 @@ struct Simulation {
   }
 };
 
-double verdict_rate(Simulation& sim, std::size_t comparisons, std::size_t runs, double b_factor, AbMethod method,
-                    Verdict wanted) {
+double verdict_rate(Simulation& sim, std::size_t comparisons, std::size_t runs, double b_factor,
+                    AbMethod method, Verdict wanted) {
   std::vector<double> a, b;
   std::size_t hits = 0;
   for (std::size_t i = 0; i < comparisons; ++i) {

@@ -59,13 +59,16 @@ TEST(Calibrate, WellBehavedMachinePasses) {
   EXPECT_EQ(d->method, AbMethod::kPairedT);
   EXPECT_GE(d->ab_worse.rate, 0.95);
   EXPECT_TRUE(d->ab_pass());
+  // 3% more work per transaction: throughput -2.9%, within the pilot's 1% noise.
+  EXPECT_NEAR(result.measured_ab_effect(), -0.03 / 1.03, 0.01);
   // pilots + progress per run + one line per trial's comparison.
   EXPECT_EQ(progress.size(), 3u + 1u + 200u * 21u);
 
   std::ostringstream out;
   print_calibrate_report(result, out);
   const std::string t = out.str();
-  for (const char* needle : {"A/A noise", "A/B worse", "paired-t", "welch", "normalize", "PASS", "compare's default"}) {
+  for (const char* needle : {"A/A noise", "A/B worse", "paired-t", "welch", "normalize", "PASS",
+                             "compare's default", "A/B effect measured"}) {
     EXPECT_NE(t.find(needle), std::string::npos) << needle << "\n" << t;
   }
   const nlohmann::json j = calibrate_json(result);
@@ -81,7 +84,8 @@ TEST(Calibrate, NoisyMachineFailsPower) {
   CalibrateSpec spec;
   spec.trials = 40;
   spec.runs = 4;
-  const CalibrateResult result = run_calibrate(spec, [&](const Config& c, const Point& p) { return machine.run(c, p); });
+  const CalibrateResult result =
+      run_calibrate(spec, [&](const Config& c, const Point& p) { return machine.run(c, p); });
   const RateCheck* d = result.default_check();
   ASSERT_NE(d, nullptr);
   EXPECT_LT(d->ab_worse.rate, 0.5);
@@ -106,7 +110,8 @@ TEST(Calibrate, RejectsBadSpecsAndDeadPilots) {
   EXPECT_THROW(run_calibrate(spec, model), std::invalid_argument);
   spec.slowdown = 0.03;
   // A backend that moves nothing cannot size the spin.
-  EXPECT_THROW(run_calibrate(spec, [](const Config&, const Point&) { return RunResult{}; }), std::runtime_error);
+  EXPECT_THROW(run_calibrate(spec, [](const Config&, const Point&) { return RunResult{}; }),
+               std::runtime_error);
 }
 
 }  // namespace

@@ -42,9 +42,9 @@ TEST_P(RunPointTestpmd, InvariantsHold) {
 INSTANTIATE_TEST_SUITE_P(Workloads, RunPointTestpmd,
                          ::testing::Values(Point{Workload::kRr, 64, 4}, Point{Workload::kStreamTx, 64, 1},
                                            Point{Workload::kStreamRx, 1500, 1}),
-                         [](const ::testing::TestParamInfo<Point>& info) {
-                           std::string name = std::string(to_string(info.param.workload)) + "_" +
-                                              std::to_string(info.param.size);
+                         [](const ::testing::TestParamInfo<Point>& param_info) {
+                           std::string name = std::string(to_string(param_info.param.workload)) + "_" +
+                                              std::to_string(param_info.param.size);
                            for (char& c : name) {
                              if (c == '-') c = '_';
                            }

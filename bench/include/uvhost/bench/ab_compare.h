@@ -66,18 +66,20 @@ struct MetricComparison {
   Summary b;
   AbComparison paired_t;
   AbComparison welch;
-  const AbComparison& by(AbMethod method) const noexcept { return method == AbMethod::kWelch ? welch : paired_t; }
+  const AbComparison& by(AbMethod method) const noexcept {
+    return method == AbMethod::kWelch ? welch : paired_t;
+  }
 };
 
 struct PointComparison {
   Point point;
   std::vector<RunResult> a_runs;  // in round order
   std::vector<RunResult> b_runs;
-  std::vector<bool> a_first;      // per round: whether A ran before B
+  std::vector<bool> a_first;  // per round: whether A ran before B
   MetricComparison thu;
   MetricComparison normalize;
   MetricComparison cpu;
-  MetricComparison p99;           // rr only; empty summaries otherwise
+  MetricComparison p99;  // rr only; empty summaries otherwise
 };
 
 struct CompareResult {

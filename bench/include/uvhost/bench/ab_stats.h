@@ -41,7 +41,7 @@
 namespace uvhost::bench {
 
 enum class AbMethod { kPairedT, kWelch };
-std::string_view to_string(AbMethod method) noexcept;            // "paired-t", "welch"
+std::string_view to_string(AbMethod method) noexcept;  // "paired-t", "welch"
 std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept;
 // One line: what the method computes and what it assumes, for report headers.
 std::string_view method_assumption(AbMethod method) noexcept;
@@ -55,14 +55,14 @@ enum class Direction { kHigherIsBetter, kLowerIsBetter };
 struct AbComparison {
   AbMethod method = AbMethod::kPairedT;
   Verdict verdict = Verdict::kInvalid;
-  std::string reason;     // why kInvalid; empty otherwise
-  std::size_t n = 0;      // pairs (paired-t) or min(len a, len b) (welch)
-  double relative = 0;    // B vs A: +0.05 = B is 5% higher
-  double ci_low = 0;      // 95% CI of `relative`
+  std::string reason;   // why kInvalid; empty otherwise
+  std::size_t n = 0;    // pairs (paired-t) or min(len a, len b) (welch)
+  double relative = 0;  // B vs A: +0.05 = B is 5% higher
+  double ci_low = 0;    // 95% CI of `relative`
   double ci_high = 0;
-  double t = 0;           // the test statistic (+-inf when every pair has the same nonzero ratio)
-  double dof = 0;         // its degrees of freedom
-  double p_value = 1;     // two-sided
+  double t = 0;        // the test statistic (+-inf when every pair has the same nonzero ratio)
+  double dof = 0;      // its degrees of freedom
+  double p_value = 1;  // two-sided
   bool valid() const noexcept { return verdict != Verdict::kInvalid; }
 };
 

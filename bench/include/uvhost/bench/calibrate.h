@@ -73,20 +73,26 @@ struct CalibrateResult {
   CalibrateSpec spec;
   std::vector<double> pilot_throughput;  // per pilot run
   uint64_t spin_ns = 0;
-  Config slowed;                         // B
-  std::vector<CompareResult> aa;         // per trial
+  Config slowed;                  // B
+  std::vector<CompareResult> aa;  // per trial
   std::vector<CompareResult> ab;
-  std::vector<RateCheck> checks;         // thu and normalize x paired-t and welch
+  std::vector<RateCheck> checks;  // thu and normalize x paired-t and welch
   // The row for what compare shows by default (thu, CompareDefaults::kMethod).
   const RateCheck* default_check() const noexcept;
+  // The effect B really had: median over the A/B trials of the paired-t thu relative
+  // difference (about -slowdown / (1 + slowdown) when the pilot sized the spin right;
+  // far off when the pilot runs were disturbed). 0 without valid trials.
+  double measured_ab_effect() const;
 };
 
 // Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0),
 // std::runtime_error when the pilot measures no throughput or a run fails.
-CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, const ProgressFn& progress = {});
+CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner,
+                              const ProgressFn& progress = {});
 
 // Rates from finished trials (run_calibrate uses it; tests call it on their own).
-std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa, const std::vector<CompareResult>& ab);
+std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
+                                   const std::vector<CompareResult>& ab);
 
 void print_calibrate_report(const CalibrateResult& result, std::ostream& out);
 // Every trial's comparisons (both methods) and every raw run, plus the rates.

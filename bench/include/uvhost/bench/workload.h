@@ -68,7 +68,13 @@ std::optional<Config> parse_config(std::string_view text, std::string& error);
 // The inverse, for tables and JSON: "poll=busy,busy_us=50".
 std::string describe(const Config& config);
 
+// Who generates the traffic: our embedded frontend in this process, or a Linux guest
+// under QEMU (qemu_frontend.h: a tap port and the guest's iperf3 / ping).
+enum class Frontend { kEmbedded, kQemu };
+
 struct RunOptions {
+  Frontend frontend = Frontend::kEmbedded;
+  std::string guest_dir;       // kQemu: the folder with scripts/build-guest.sh's vmlinux + initramfs.cpio
   double seconds = 1.0;        // measured window per run
   double warmup_seconds = 0.3; // before it, excluded
   uint32_t queue_pairs = 1;

@@ -1,0 +1,55 @@
+// qemu_frontend.h - `uvhost bench --frontend qemu`: a real Linux guest (its virtio-net
+// driver, under QEMU) as the traffic source of one run, instead of our embedded frontend.
+//
+// Contract
+// --------
+//  - run_qemu_point(config, point, options) does what run_point does (workload.h) with
+//    the guest of scripts/build-guest.sh (options.guest_dir: the folder holding its
+//    vmlinux and initramfs.cpio, i.e. dirname of the GUEST_KERNEL it prints). Only
+//    Config::backend == kUvhost and queue_pairs == 1. Throws std::runtime_error with the
+//    reason and the relevant log tails (uvhost's, QEMU's, the guest console's).
+//  - The run: a fresh network namespace (uvh-bench-<pid>-<n>); `uvhost serve` started in
+//    it (pinned to backend_cpu) with one port `backend=tap` on a fresh tap (+ the
+//    Config's port keys and daemon flags); the tap's host end gets 10.0.9.1/24; for
+//    streams `iperf3 -s` listens there (not pinned: it is the peer, its CPU is not
+//    counted); QEMU (pinned to frontend_cpu; the accelerator in guest_dir/accel when
+//    tests/qemu's probe left one, else tcg) boots the guest on uvhost's socket with
+//    its orders on the kernel command line (scripts/guest-init.sh: bench-tx / bench-rx /
+//    bench-rr, uvhost.size/sessions/warmup/secs).
+//  - Workloads, as the guest runs them: stream-tx = iperf3 -c (TCP, -P sessions, -l size
+//    as the write size, -O warm-up), stream-rx = the same with -R, rr = iputils ping -A
+//    (the next request when the reply came) with -l sessions-1 preloaded and ICMP
+//    payload size-42 (size = the Ethernet frame of request and reply; >= 58).
+//    warmup_seconds and seconds are rounded up to whole seconds (iperf3 takes whole
+//    seconds), the warm-up to at least 1.
+//  - The result is the guest's own view, from its console's result line: seconds (the
+//    window by the guest's /proc/uptime), packets and bytes (eth0's counters in the
+//    measured direction at the window's edges: driver packets, GSO super-packets when
+//    TSO is negotiated; bytes with the Ethernet header), rr's transactions (replies)
+//    and p50/p99/p99.9 of the per-reply times (computed in the guest). CPU: every QEMU
+//    thread is side "frontend" (the vCPU thread runs the guest's driver and iperf3 or
+//    ping), every uvhost thread side "backend", from /proc schedstat snapshots taken
+//    when the console shows `UVHOST-WINDOW: begin` / `end`; those edges are as precise
+//    as the console's latency (the serial file is polled every 2 ms; under TCG the
+//    guest's write lags by up to a few ms), so CPU shares carry that error.
+//  - Every wait is bounded; the namespace (with the tap), the processes and the work
+//    folder (unless options.work_dir was given) are removed on success and failure.
+//  - Root is needed (network namespace, tap).
+#pragma once
+
+#include <string>
+
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::bench {
+
+RunResult run_qemu_point(const Config& config, const Point& point, const RunOptions& options);
+
+// The guest's kernel and initramfs in `guest_dir`; throws std::runtime_error telling to
+// run scripts/build-guest.sh when they are not there.
+struct GuestImage {
+  std::string kernel, initrd, accel;
+};
+GuestImage find_guest(const std::string& guest_dir);
+
+}  // namespace uvhost::bench

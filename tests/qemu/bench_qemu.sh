@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench_qemu.sh - `uvhost bench --frontend qemu` end to end: a real Linux guest (its
+# virtio-net driver, iperf3 and ping) as the bench's traffic source on `uvhost serve`.
+#
+#   bench_qemu.sh --uvhost PATH [--seconds N]
+#
+# Contract
+# --------
+#  - Builds or finds the guest with scripts/build-guest.sh (as qemu_smoke does), then runs
+#    `uvhost bench --frontend qemu --guest-dir DIR --workloads stream-tx,rr --sizes 1500
+#    --runs 1 --seconds N --json F` and checks invariants of F, never speeds:
+#    stream-tx: packets, bytes and Gbit/s > 0; rr: transactions > 0 and
+#    0 < p50 <= p99 <= p99.9; each run: a window > 0 s, frontend (QEMU) and backend
+#    (uvhost) CPU > 0, and a uvhost worker thread ("uvhost-worker") on the backend side.
+#  - Needs root (network namespace, tap): exit 77 (skipped) otherwise. Exit 0 on success,
+#    1 with the reasons; the JSON and the bench's output are kept in a temp folder on
+#    failure.
+set -uo pipefail
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+ROOT=$(cd "$HERE/../.." && pwd)
+uvhost="" seconds=3
+while (($#)); do
+  case $1 in
+    --uvhost) uvhost=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    *) echo "usage: bench_qemu.sh --uvhost PATH [--seconds N]" >&2; exit 64 ;;
+  esac
+done
+[[ -x $uvhost ]] || { echo "no uvhost binary: $uvhost" >&2; exit 64; }
+[[ $(id -u) -eq 0 ]] || { echo "root needed (network namespace, tap): skipped"; exit 77; }
+command -v jq >/dev/null || { echo "jq needed"; exit 1; }
+
+line=$("$ROOT/scripts/build-guest.sh" --quiet | tail -n 1) || { echo "FAIL: scripts/build-guest.sh failed"; exit 1; }
+eval "$line"
+[[ -s ${GUEST_KERNEL:-} ]] || { echo "FAIL: build-guest.sh printed no guest: $line"; exit 1; }
+
+dir=$(mktemp -d /tmp/uvhost-bench-qemu-test.XXXXXX)
+json=$dir/bench.json
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+started=$SECONDS
+"$uvhost" bench --frontend qemu --guest-dir "$(dirname "$GUEST_KERNEL")" --workloads stream-tx,rr --sizes 1500 \
+  --runs 1 --seconds "$seconds" --json "$json" 2>&1 | tee "$dir/bench.out"
+rc=${PIPESTATUS[0]}
+echo "# uvhost bench took $((SECONDS - started)) s"
+((rc == 0)) || fail "uvhost bench exited $rc"
+
+if [[ -s $json ]]; then
+  check() {  # check DESCRIPTION JQ_BOOLEAN
+    local v
+    v=$(jq -r "$2" "$json" 2>&1)
+    [[ $v == true ]] || fail "$1 ($2 -> $v)"
+  }
+  check "two points: stream-tx and rr" '[.points[].workload] == ["stream-tx", "rr"]'
+  check "every point has its run" '[.points[].runs | length] == [1, 1]'
+  check "windows > 0 s" 'all(.points[].runs[]; .seconds > 0)'
+  check "stream-tx moved packets and bytes" \
+    '.points[] | select(.workload == "stream-tx") | all(.runs[]; .packets > 0 and .bytes > 0 and .gbps > 0)'
+  check "rr: transactions and ordered percentiles" \
+    '.points[] | select(.workload == "rr") | all(.runs[]; .transactions > 0 and .tps > 0 and .p50_us > 0
+       and .p50_us <= .p99_us and .p99_us <= .p999_us)'
+  check "frontend (QEMU) CPU > 0" 'all(.points[].runs[]; ([.threads[] | select(.side == "frontend") | .cpu_seconds] | add // 0) > 0)'
+  check "backend (uvhost) CPU > 0" 'all(.points[].runs[]; ([.threads[] | select(.side == "backend") | .cpu_seconds] | add // 0) > 0)'
+  check "a uvhost worker thread on the backend side" \
+    'all(.points[].runs[]; any(.threads[]; .side == "backend" and .name == "uvhost-worker"))'
+  echo "threads: $(jq -c '[.points[] | {workload, threads: [.runs[0].threads[] | "\(.side):\(.name)=\(.cpu_seconds * 1000 | floor)ms"]}]' "$json")"
+else
+  fail "no JSON written"
+fi
+
+if ((failed)); then
+  echo "FAIL: kept $dir"
+  exit 1
+fi
+rm -rf "$dir"
+echo "PASS"
