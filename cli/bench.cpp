@@ -145,11 +145,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--uvhost", o->run.uvhost_binary, "The uvhost binary to serve with (default: this one)");
   cmd->add_option("--testpmd", o->run.testpmd_binary, "The dpdk-testpmd binary");
   cmd->add_option("--frontend", o->frontend,
-                  "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping)")
+                  "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping; "
+                  "--seconds and --warmup rounded up to whole seconds, the warm-up to at least 1)")
       ->check(CLI::IsMember({"embedded", "qemu"}))
       ->capture_default_str();
   cmd->add_option("--guest-dir", o->run.guest_dir,
-                  "--frontend qemu: the folder with scripts/build-guest.sh's vmlinux and initramfs.cpio");
+                  "--frontend qemu: scripts/build-guest.sh's cache (build/guest) or the folder of its vmlinux");
   cmd->add_option("--json", o->json_path, "Write every run and the summaries here");
   cmd->add_option("--csv", o->csv_path, "Write one row per run here");
   // Runs only when no subcommand (compare, calibrate) was given.

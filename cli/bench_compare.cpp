@@ -198,11 +198,12 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
                   "The uvhost binary to serve with (default: this one)");
   cmd->add_option("--testpmd", run.options.testpmd_binary, "The dpdk-testpmd binary");
   cmd->add_option("--frontend", run.frontend,
-                  "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping)")
+                  "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping; "
+                  "--seconds and --warmup rounded up to whole seconds, the warm-up to at least 1)")
       ->check(CLI::IsMember({"embedded", "qemu"}))
       ->capture_default_str();
   cmd->add_option("--guest-dir", run.options.guest_dir,
-                  "--frontend qemu: the folder with scripts/build-guest.sh's vmlinux and initramfs.cpio");
+                  "--frontend qemu: scripts/build-guest.sh's cache (build/guest) or the folder of its vmlinux");
 }
 
 }  // namespace

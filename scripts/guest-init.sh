@@ -191,7 +191,8 @@ t_bench_stream() {  # t_bench_stream NAME tx|rx
   wait "$ipid"
   rc=$?
   out=$(cat /tmp/iperf.out)
-  echo "$out" | tail -n 6 | sed 's/^/iperf3: /' >/dev/console
+  # The summary (the last lines), or on failure the reason (iperf3's first lines).
+  if [ "$rc" = 0 ]; then echo "$out" | tail -n 6; else echo "$out" | head -n 3; fi | sed 's/^/iperf3: /' >/dev/console
   snd=$(echo "$out" | awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')
   rcv=$(echo "$out" | awk '/ receiver$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')
   res=FAIL

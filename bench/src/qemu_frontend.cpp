@@ -252,20 +252,35 @@ std::vector<std::string> uvhost_tap_argv(const Config& config, const RunOptions&
 
 GuestImage find_guest(const std::string& guest_dir) {
   const char* how =
-      "build it with scripts/build-guest.sh and pass --guest-dir with the folder of the GUEST_KERNEL it "
-      "prints";
+      "build it with scripts/build-guest.sh and pass --guest-dir with its cache (build/guest) or the folder "
+      "of "
+      "the GUEST_KERNEL it prints";
   if (guest_dir.empty()) throw std::runtime_error(fmt::format("--frontend qemu needs the guest: {}", how));
-  GuestImage image;
-  image.kernel = (std::filesystem::path(guest_dir) / "vmlinux").string();
-  image.initrd = (std::filesystem::path(guest_dir) / "initramfs.cpio").string();
-  std::error_code ec;
-  if (std::filesystem::file_size(image.kernel, ec) == 0 || ec ||
-      std::filesystem::file_size(image.initrd, ec) == 0 || ec) {
-    throw std::runtime_error(fmt::format("no guest (vmlinux, initramfs.cpio) in {}: {}", guest_dir, how));
+  auto has_guest = [](const std::filesystem::path& dir) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(dir / "vmlinux", ec) &&
+           std::filesystem::is_regular_file(dir / "initramfs.cpio", ec);
+  };
+  std::filesystem::path dir = guest_dir;
+  if (!has_guest(dir)) {
+    // build-guest.sh's cache: one folder per guest (kernel version + script hash).
+    std::vector<std::filesystem::path> found;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.is_directory(ec) && has_guest(entry.path())) found.push_back(entry.path());
+    }
+    if (found.size() != 1) {
+      throw std::runtime_error(fmt::format("{} guest (vmlinux, initramfs.cpio) in {} or its folders: {}",
+                                           found.empty() ? "no" : "more than one", guest_dir, how));
+    }
+    dir = found.front();
   }
+  GuestImage image;
+  image.kernel = (dir / "vmlinux").string();
+  image.initrd = (dir / "initramfs.cpio").string();
   // tests/qemu's probe remembers whether KVM boots this guest; without it, TCG.
   image.accel = "tcg";
-  std::string accel = file_text((std::filesystem::path(guest_dir) / "accel").string());
+  std::string accel = file_text((dir / "accel").string());
   while (!accel.empty() && std::isspace(static_cast<unsigned char>(accel.back()))) accel.pop_back();
   if (accel == "kvm") image.accel = accel;
   return image;

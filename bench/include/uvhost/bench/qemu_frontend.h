@@ -5,7 +5,8 @@
 // --------
 //  - run_qemu_point(config, point, options) does what run_point does (workload.h) with
 //    the guest of scripts/build-guest.sh (options.guest_dir: the folder holding its
-//    vmlinux and initramfs.cpio, i.e. dirname of the GUEST_KERNEL it prints). Only
+//    vmlinux and initramfs.cpio, i.e. dirname of the GUEST_KERNEL it prints, or the
+//    cache above it, build/guest, when exactly one guest is there). Only
 //    Config::backend == kUvhost and queue_pairs == 1. Throws std::runtime_error with the
 //    reason and the relevant log tails (uvhost's, QEMU's, the guest console's).
 //  - The run: a fresh network namespace (uvh-bench-<pid>-<n>); `uvhost serve` started in
@@ -45,7 +46,8 @@ namespace uvhost::bench {
 
 RunResult run_qemu_point(const Config& config, const Point& point, const RunOptions& options);
 
-// The guest's kernel and initramfs in `guest_dir`; throws std::runtime_error telling to
+// The guest's kernel and initramfs in `guest_dir` (or its one subfolder holding them),
+// and the accelerator (`accel` there: tests/qemu's KVM probe; else tcg); throws std::runtime_error telling to
 // run scripts/build-guest.sh when they are not there.
 struct GuestImage {
   std::string kernel, initrd, accel;

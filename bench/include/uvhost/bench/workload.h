@@ -73,8 +73,6 @@ std::string describe(const Config& config);
 enum class Frontend { kEmbedded, kQemu };
 
 struct RunOptions {
-  Frontend frontend = Frontend::kEmbedded;
-  std::string guest_dir;       // kQemu: the folder with scripts/build-guest.sh's vmlinux + initramfs.cpio
   double seconds = 1.0;        // measured window per run
   double warmup_seconds = 0.3; // before it, excluded
   uint32_t queue_pairs = 1;
@@ -84,6 +82,8 @@ struct RunOptions {
   std::string uvhost_binary;   // empty: /proc/self/exe
   std::string testpmd_binary = "dpdk-testpmd";
   std::string work_dir;        // sockets and logs; empty: a fresh folder under /tmp
+  Frontend frontend = Frontend::kEmbedded;
+  std::string guest_dir;       // kQemu: build-guest.sh's cache or the folder of its vmlinux + initramfs.cpio
 };
 
 // CPU time one thread spent in the measured window.
