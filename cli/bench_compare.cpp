@@ -81,17 +81,25 @@ bench::Workload workload_or_exit(const char* command, const std::string& name) {
   return *w;
 }
 
-// The runner both commands hand to the library: one real run of the whole stack.
-bench::Runner real_runner(const RunFlags& flags) {
+// The runner both commands hand to the library: one real run of the whole stack. A
+// failed run is repeated (twice at most) and counted in `failures` (bench_report.h).
+bench::Runner real_runner(const RunFlags& flags, std::shared_ptr<size_t> failures) {
   bench::RunOptions options = flags.options;
   options.pin = !flags.no_pin;
   if (flags.frontend == "qemu") {
     options.frontend = bench::Frontend::kQemu;
     (void)bench::find_guest(options.guest_dir);  // throws the "run scripts/build-guest.sh" reason
   }
-  return [options](const bench::Config& config, const bench::Point& point) {
-    return bench::run_point(config, point, options);
-  };
+  return bench::retrying(
+      [options](const bench::Config& config, const bench::Point& point) {
+        return bench::run_point(config, point, options);
+      },
+      2, std::move(failures));
+}
+
+void report_failures(const char* command, size_t failures) {
+  if (failures > 0) fmt::print("note: {} run(s) failed and were repeated (reasons on stderr)\n", failures);
+  if (failures > 0) fmt::print(stderr, "uvhost bench {}: {} run(s) failed and were repeated\n", command, failures);
 }
 
 void print_progress(const std::string& line) {
@@ -126,13 +134,15 @@ void run_compare_command(CompareOptions& o) {
   fmt::print(stderr, "uvhost bench compare: {} point(s) x {} rounds x 2 sides, {} s + {} s warmup each\n",
              spec.points.size(), spec.runs, spec.seconds, spec.warmup_seconds);
   bench::CompareResult result;
+  auto failures = std::make_shared<size_t>(0);
   try {
-    result = bench::run_compare(spec, real_runner(o.run), print_progress);
+    result = bench::run_compare(spec, real_runner(o.run, failures), print_progress);
   } catch (const std::exception& e) {
     fmt::print(stderr, "uvhost bench compare: {}\n", e.what());
     throw CLI::RuntimeError(1);
   }
   bench::print_compare_report(result, std::cout);
+  report_failures("compare", *failures);
   std::cout.flush();
 
   if (!o.json_path.empty()) {
@@ -167,14 +177,16 @@ void run_calibrate_command(CalibrateOptions& o) {
       "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds x 2 sides, {} s + {} s warmup each\n",
       spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
   bench::CalibrateResult result;
+  auto failures = std::make_shared<size_t>(0);
   try {
-    result = bench::run_calibrate(spec, real_runner(o.run), print_progress);
+    result = bench::run_calibrate(spec, real_runner(o.run, failures), print_progress);
   } catch (const std::exception& e) {
     fmt::print(stderr, "uvhost bench calibrate: {}\n", e.what());
     throw CLI::RuntimeError(1);
   }
   // A measurement, not a test: the exit status is 0 whether or not the targets pass.
   bench::print_calibrate_report(result, std::cout);
+  report_failures("calibrate", *failures);
   std::cout.flush();
   if (!o.json_path.empty()) {
     write_file("calibrate", o.json_path,

@@ -4,6 +4,7 @@
 // interleaved, with the seeds' +thu% / +normalize% tables (bench/lab/config_matrix.h).
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,9 +88,12 @@ void run_matrix_lab(const std::string& name, const std::string& intro, const std
   fmt::print("statistics: {} ({})\n\n", bench::to_string(method), bench::method_assumption(method));
 
   const bench::RunOptions run_options = o.run;
-  auto runner = [&](const bench::Config& config, const bench::Point& point) {
-    return bench::run_point(config, point, run_options);
-  };
+  auto failures = std::make_shared<size_t>(0);
+  auto runner = bench::retrying(
+      [run_options](const bench::Config& config, const bench::Point& point) {
+        return bench::run_point(config, point, run_options);
+      },
+      2, failures);
   bench::lab::ConfigMatrix matrix;
   try {
     matrix = bench::lab::run_config_matrix(configs, points, o.runs, runner, bench::lab::matrix_progress());
@@ -102,6 +106,7 @@ void run_matrix_lab(const std::string& name, const std::string& intro, const std
     fmt::print("\n{}\n", titled.title);
     titled.table.print(std::cout);
   }
+  if (*failures > 0) fmt::print("note: {} run(s) failed and were repeated (reasons on stderr)\n", *failures);
   std::cout.flush();
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);

@@ -182,4 +182,19 @@ RunObserver stderr_progress() {
   };
 }
 
+PointRunFn retrying(PointRunFn runner, int retries, std::shared_ptr<size_t> failures) {
+  return [runner = std::move(runner), retries, failures](const Config& config, const Point& point) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        return runner(config, point);
+      } catch (const std::exception& e) {
+        if (failures) ++*failures;
+        if (attempt >= retries) throw;
+        std::fprintf(stderr, "uvhost bench: a run of %s failed and is repeated (%d of %d): %s\n",
+                     describe(config).c_str(), attempt + 1, retries, e.what());
+      }
+    }
+  };
+}
+
 }  // namespace uvhost::bench

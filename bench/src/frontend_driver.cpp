@@ -91,8 +91,14 @@ class Progress {
   void check(Clock::time_point now, vhost_user::Frontend& frontend) const {
     if (frontend.broken()) throw std::runtime_error("frontend broken: " + frontend.error());
     if (now - last_ >= kStallLimit) {
-      throw std::runtime_error(fmt::format("{}: nothing moved for {} s (backend stuck or frames lost)", what_,
-                                           std::chrono::duration_cast<std::chrono::seconds>(kStallLimit).count()));
+      // What the frontend saw, so a stall can be told apart: a request never completed
+      // (TX in flight), or completed but never answered (the answer lost or not signalled).
+      const vhost_user::FrontendStats& st = frontend.stats();
+      throw std::runtime_error(fmt::format(
+          "{}: nothing moved for {} s (backend stuck or frames lost; frontend: tx_packets={} tx_kicks={} "
+          "tx_full={} tx_in_flight(pair 0)={} rx_packets={} rx_calls_waited={})",
+          what_, std::chrono::duration_cast<std::chrono::seconds>(kStallLimit).count(), st.tx_packets, st.tx_kicks,
+          st.tx_full, frontend.tx_in_flight(0), st.rx_packets, st.rx_calls_waited));
     }
   }
 
