@@ -55,10 +55,15 @@ for entry in "${fuzzers[@]}"; do
   # -error_exitcode: any crash or sanitizer report; -timeout: one input taking > 10 s
   # counts as a hang; -rss_limit_mb: memory blow-up counts as a failure.
   # shellcheck disable=SC2086
-  if ! (cd "$logs" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  # libFuzzer's progress lines go to run.log in that folder; only the final stats, or
+  # on a finding the report, are printed here.
+  if (cd "$logs" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
       "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=77 \
       -print_final_stats=1 -artifact_prefix="${artifacts}/${name}-" ${UVHOST_FUZZ_ARGS:-} \
-      "$scratch" "$seeds"); then
+      "$scratch" "$seeds" >run.log 2>&1); then
+    grep -E '^(stat::|Done )' "${logs}/run.log" || true
+  else
+    tail -n 80 "${logs}/run.log" || true
     failed+=("$name")
   fi
 done

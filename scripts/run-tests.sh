@@ -14,6 +14,10 @@ if ((${#presets[@]} == 0)); then presets=(release asan tsan fuzz); fi
 
 jobs=$(nproc)
 failed=()
+# The failing tests' names and the tail of their output are printed again at the very
+# end, after the fuzzers' long output, so a CI log that keeps only its last lines
+# still says what failed and why.
+failure_report=""
 for preset in "${presets[@]}"; do
   if [[ "$preset" == fuzz ]]; then
     ./scripts/run-fuzzers.sh "${UVHOST_FUZZ_SECONDS:-60}" || failed+=(fuzz)
@@ -30,10 +34,31 @@ for preset in "${presets[@]}"; do
   if [[ "$preset" != release ]]; then exclude=(-LE 'interop|qemu'); fi
   if ! ctest --preset "$preset" -j "$jobs" --timeout 600 "${exclude[@]}"; then
     failed+=("$preset")
+    list="build/${preset}/Testing/Temporary/LastTestsFailed.log"
+    names="$(cut -d: -f2- "$list" 2>/dev/null | tr '\n' ' ' || true)"
+    failure_report+="=== ${preset}: failed: ${names}"$'\n'
+    # Run each failed test once more, alone, to tell a flaky failure from a steady
+    # one; the preset stays failed either way.
+    if ctest --preset "$preset" --rerun-failed --output-on-failure --timeout 600 \
+        >"build/${preset}/rerun-failed.log" 2>&1; then
+      failure_report+="    (each passed when run again alone: flaky under load)"$'\n'
+    else
+      failure_report+="    (failed again when run alone)"$'\n'
+    fi
+    # The first run's own output of each failed test, from ctest's log (last lines).
+    for name in $names; do
+      failure_report+="--- ${name} (first run):"$'\n'
+      failure_report+="$(awk -v t="$name" '$0 ~ ("Testing: " t "$") {on=1; next}
+          on && /^<end of output>/ {exit} on' \
+          "build/${preset}/Testing/Temporary/LastTest.log" | tail -n 40 || true)"$'\n'
+    done
+    failure_report+="--- run again alone:"$'\n'
+    failure_report+="$(tail -n 30 "build/${preset}/rerun-failed.log" || true)"$'\n'
   fi
 done
 
 if ((${#failed[@]})); then
+  printf '%s' "$failure_report"
   echo "run-tests: FAILED under: ${failed[*]}"
   exit 1
 fi
