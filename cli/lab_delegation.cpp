@@ -1,13 +1,14 @@
 // lab_delegation.cpp - `uvhost lab delegation`: seed 004's experiment, on the SLAB
 // sections (--structure slab, the default) or the datapath's packet pool and shared TX
-// queue (pool, txq; bench/lab/delegation_datapath_lab.h).
+// queue (pool, txq; bench/lab/delegation_datapath_lab.h); each lock's ops/s against
+// std::mutex with a verdict, `--json` and `--plot`.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 
 #include "commands.h"
+#include "lab_output.h"
 #include "uvhost/bench/lab/delegation_datapath_lab.h"
 #include "uvhost/bench/lab/delegation_lab.h"
 
@@ -23,6 +24,7 @@ void add_lab_delegation(CLI::App& lab) {
     bench::lab::DatapathLabOptions datapath;  // its `common` is `options`, copied at run time
     std::vector<std::string> structures{"slab"};
     std::string json_path;
+    std::string plot_path;
     bool quiet = false;
     bool list = false;
   };
@@ -57,6 +59,9 @@ void add_lab_delegation(CLI::App& lab) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--json", flags->json_path, "Also write all samples and summaries as JSON to this file");
+  cmd->add_option("--plot", flags->plot_path,
+                  "Also draw ops/s and CPU ns per critical section per lock and thread count, per structure "
+                  "(.png or .svg, with gnuplot)");
   cmd->add_flag("--quiet", flags->quiet, "No progress lines");
   cmd->add_flag("--list", flags->list, "List the locks and exit");
   cmd->callback([flags] {
@@ -66,6 +71,7 @@ void add_lab_delegation(CLI::App& lab) {
     }
     std::ostream* progress = flags->quiet ? nullptr : &std::cerr;
     std::vector<nlohmann::json> reports;
+    std::vector<bench::BarChart> charts;
     bool first = true;
     for (const auto& structure : flags->structures) {
       if (!first) std::cout << '\n';
@@ -76,6 +82,7 @@ void add_lab_delegation(CLI::App& lab) {
         auto j = bench::lab::to_json(report);
         j["structure"] = "slab";
         reports.push_back(std::move(j));
+        for (auto& chart : bench::lab::delegation_charts(report)) charts.push_back(std::move(chart));
       } else {
         auto options = flags->datapath;
         options.structure = structure;
@@ -83,6 +90,7 @@ void add_lab_delegation(CLI::App& lab) {
         const auto report = bench::lab::run_delegation_datapath_lab(options, progress);
         bench::lab::print_datapath_table(report, std::cout);
         reports.push_back(bench::lab::to_json(report));
+        for (auto& chart : bench::lab::datapath_charts(report)) charts.push_back(std::move(chart));
       }
       std::cout << std::flush;
     }
@@ -91,10 +99,9 @@ void add_lab_delegation(CLI::App& lab) {
       nlohmann::json out_json = reports.size() == 1
                                     ? reports.front()
                                     : nlohmann::json{{"experiment", "delegation"}, {"seed", "004"}, {"reports", reports}};
-      std::ofstream out(flags->json_path);
-      out << out_json.dump(2) << '\n';
-      if (!out) throw CLI::RuntimeError(fmt::format("cannot write {}", flags->json_path), 1);
+      write_lab_json("delegation", flags->json_path, out_json);
     }
+    if (!flags->plot_path.empty()) write_lab_plot("delegation", flags->plot_path, charts, 2);
   });
 }
 

@@ -1,18 +1,17 @@
 // lab_iommu_lock.cpp - `uvhost lab iommu-lock` (seed 002): guest-address translation
 // through the read-mostly guest memory table under each guard policy, with and
-// without a writer, with 95% confidence intervals.
+// without a writer, with 95% confidence intervals and a verdict against the mutex.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
+#include "lab_output.h"
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
 namespace uvhost::cli {
@@ -23,6 +22,7 @@ struct IommuLockOptions {
   std::vector<std::string> policies{"mutex", "rwsem", "pthread-rwlock", "rcu"};
   std::vector<std::string> mixes{"mix", "read-only"};
   std::string json_path;
+  std::string plot_path;
   bool quiet = false;
 };
 
@@ -70,14 +70,10 @@ void run_lab_iommu_lock(IommuLockOptions& options) {
   bench::lab::print_iommu_lock_tables(result, std::cout);
   std::cout.flush();
 
-  if (!options.json_path.empty()) {
-    std::ofstream file(options.json_path);
-    if (!file) {
-      fmt::print(stderr, "cannot write {}\n", options.json_path);
-      throw CLI::RuntimeError(1);
-    }
-    file << bench::lab::iommu_lock_lab_json(result).dump(2) << "\n";
-    fmt::print("\nJSON written to {}\n", options.json_path);
+  if (!options.json_path.empty())
+    write_lab_json("iommu-lock", options.json_path, bench::lab::iommu_lock_lab_json(result));
+  if (!options.plot_path.empty()) {
+    write_lab_plot("iommu-lock", options.plot_path, bench::lab::iommu_lock_charts(result), 2);
   }
   if (result.total_mismatches() != 0) {
     fmt::print(stderr, "uvhost lab iommu-lock: {} translations returned a wrong host address\n",
@@ -113,6 +109,8 @@ void add_lab_iommu_lock(CLI::App& lab) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write all samples and summaries to this JSON file");
+  cmd->add_option("--plot", options->plot_path,
+                  "Also draw ns per translation per policy and thread count (.png or .svg, with gnuplot)");
   cmd->add_flag("--quiet", options->quiet, "No per-run progress on stderr");
   cmd->callback([options] { run_lab_iommu_lock(*options); });
 }

@@ -1,19 +1,19 @@
 // lab_workqueue.cpp - `uvhost lab workqueue` (seed 000): enqueue strategies of
-// vhost_work_queue, throughput and worker CPU with 95% confidence intervals. The sync
-// half measures the WorkQueue alone; `--datapath` adds (and `--datapath-only` runs
-// only) the half on the real datapath::Worker, kicked through eventfds.
+// vhost_work_queue, throughput and worker CPU with 95% confidence intervals and a
+// verdict against the first strategy. The sync half measures the WorkQueue alone;
+// `--datapath` adds (and `--datapath-only` runs only) the half on the real
+// datapath::Worker, kicked through eventfds.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
+#include "lab_output.h"
 #include "uvhost/bench/lab/workqueue_datapath_lab.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
 
@@ -24,6 +24,7 @@ struct WorkqueueOptions {
   bench::lab::WorkqueueLabConfig config;
   std::vector<std::string> strategies{"locked_wake", "unlock_wake", "lockless"};
   std::string json_path;
+  std::string plot_path;
   bool quiet = false;
   // The datapath half.
   bool datapath = false;
@@ -85,6 +86,7 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     if (!options.quiet) fmt::print(stderr, "  {}\n", line);
   };
   nlohmann::json json;
+  std::vector<bench::BarChart> charts;  // the sync half's, then the datapath half's
   if (run_sync) {
     fmt::print("seed 000: vhost_work_queue - {} producers -> 1 worker, work item = {} ns of CPU\n",
                fmt::join(config.threads, "/"), config.work_ns);
@@ -101,6 +103,7 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     bench::lab::print_workqueue_tables(result, std::cout);
     std::cout.flush();
     json = bench::lab::workqueue_lab_json(result);
+    charts = bench::lab::workqueue_charts(result);
   } else {
     json = {{"experiment", "workqueue"}, {"seed", "000"}};
   }
@@ -122,18 +125,12 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     bench::lab::print_workqueue_datapath_tables(dp_result, std::cout);
     std::cout.flush();
     json["datapath"] = bench::lab::workqueue_datapath_json(dp_result);
+    for (auto& chart : bench::lab::workqueue_datapath_charts(dp_result)) charts.push_back(std::move(chart));
     lost = dp_result.total_lost();
   }
 
-  if (!options.json_path.empty()) {
-    std::ofstream file(options.json_path);
-    if (!file) {
-      fmt::print(stderr, "cannot write {}\n", options.json_path);
-      throw CLI::RuntimeError(1);
-    }
-    file << json.dump(2) << "\n";
-    fmt::print("\nJSON written to {}\n", options.json_path);
-  }
+  if (!options.json_path.empty()) write_lab_json("workqueue", options.json_path, json);
+  if (!options.plot_path.empty()) write_lab_plot("workqueue", options.plot_path, charts, 2);
   if (lost != 0) {
     fmt::print(stderr, "uvhost lab workqueue: {} kicks were never consumed (lost wake-up)\n", lost);
     throw CLI::RuntimeError(1);
@@ -167,6 +164,10 @@ void add_lab_workqueue(CLI::App& lab) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write all samples and summaries to this JSON file");
+  cmd->add_option(
+      "--plot", options->plot_path,
+      "Also draw throughput and worker CPU per strategy and producer / queue count (.png or .svg, "
+      "with gnuplot)");
   cmd->add_flag("--quiet", options->quiet, "No per-run progress on stderr");
   cmd->add_flag("--datapath", options->datapath,
                 "After the WorkQueue half, run the strategies on the real datapath::Worker (eventfd kicks)");

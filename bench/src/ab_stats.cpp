@@ -37,12 +37,6 @@ bool check_values(std::span<const double> values, char side, std::string& reason
   return true;
 }
 
-Verdict verdict_of(double ci_low, double ci_high, Direction direction) {
-  if (ci_low <= 0 && ci_high >= 0) return Verdict::kNoise;
-  const bool higher = ci_low > 0;
-  return (higher == (direction == Direction::kHigherIsBetter)) ? Verdict::kBetter : Verdict::kWorse;
-}
-
 AbComparison paired_t(std::span<const double> a, std::span<const double> b, Direction direction) {
   AbComparison r;
   r.method = AbMethod::kPairedT;
@@ -73,7 +67,7 @@ AbComparison paired_t(std::span<const double> a, std::span<const double> b, Dire
     r.t = s.mean == 0 ? 0 : std::copysign(std::numeric_limits<double>::infinity(), s.mean);
   }
   r.p_value = s.mean == 0 && se == 0 ? 1 : two_sided_p(r.t, r.dof);
-  r.verdict = verdict_of(r.ci_low, r.ci_high, direction);
+  r.verdict = verdict_of_interval(r.ci_low, r.ci_high, direction);
   return r;
 }
 
@@ -109,7 +103,7 @@ AbComparison welch(std::span<const double> a, std::span<const double> b, Directi
     r.t = diff == 0 ? 0 : std::copysign(std::numeric_limits<double>::infinity(), diff);
     r.p_value = diff == 0 ? 1 : 0;
   }
-  r.verdict = verdict_of(r.ci_low, r.ci_high, direction);
+  r.verdict = verdict_of_interval(r.ci_low, r.ci_high, direction);
   return r;
 }
 
@@ -118,6 +112,12 @@ std::string percent(double fraction) {
 }
 
 }  // namespace
+
+Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) noexcept {
+  if (ci_low <= 0 && ci_high >= 0) return Verdict::kNoise;
+  const bool higher = ci_low > 0;
+  return (higher == (direction == Direction::kHigherIsBetter)) ? Verdict::kBetter : Verdict::kWorse;
+}
 
 std::string_view to_string(AbMethod method) noexcept {
   return method == AbMethod::kWelch ? "welch" : "paired-t";
@@ -180,6 +180,39 @@ Proportion wilson_interval(std::size_t successes, std::size_t trials) {
   p.low = std::max(0.0, center - half);
   p.high = std::min(1.0, center + half);
   return p;
+}
+
+namespace {
+
+// The log-ratio shift a paired t on `pairs` pairs finds with probability `power`.
+double detectable_log_shift(double log_ratio_sd, std::size_t pairs, double power) {
+  const double dof = static_cast<double>(pairs - 1);
+  boost::math::students_t dist(dof);
+  const double q = boost::math::quantile(dist, 0.975) + boost::math::quantile(dist, power);
+  return q * log_ratio_sd / std::sqrt(static_cast<double>(pairs));
+}
+
+}  // namespace
+
+double paired_t_detectable_effect(double log_ratio_sd, std::size_t pairs, double power) {
+  if (pairs < 2 || !std::isfinite(log_ratio_sd) || log_ratio_sd < 0 || !(power > 0 && power < 1)) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::expm1(detectable_log_shift(log_ratio_sd, pairs, power));
+}
+
+std::size_t paired_t_pairs_needed(double log_ratio_sd, double effect, double power, std::size_t max_pairs) {
+  if (!std::isfinite(log_ratio_sd) || log_ratio_sd < 0 || !(effect > 0 && effect < 1) ||
+      !(power > 0 && power < 1)) {
+    return 0;
+  }
+  // A slowdown of `effect` and a speed-up of `effect` are not the same log shift; plan
+  // for the smaller of the two (the slowdown: |ln(1 - e)| > ln(1 + e)).
+  const double wanted = std::log1p(effect);
+  for (std::size_t n = 2; n <= max_pairs; ++n) {
+    if (detectable_log_shift(log_ratio_sd, n, power) <= wanted) return n;
+  }
+  return 0;
 }
 
 }  // namespace uvhost::bench

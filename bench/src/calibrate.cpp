@@ -77,6 +77,25 @@ double CalibrateResult::measured_ab_effect() const {
   return percentile(effects, 50);
 }
 
+double CalibrateResult::aa_log_ratio_sd() const {
+  double variance_sum = 0;
+  std::size_t trials = 0;
+  for (const CompareResult& r : aa) {
+    const PointComparison& p = r.points.front();
+    const std::vector<double> a_thu = thu_values(p.a_runs, p.point.workload);
+    const std::vector<double> b_thu = thu_values(p.b_runs, p.point.workload);
+    std::vector<double> d;
+    for (std::size_t i = 0; i < a_thu.size() && i < b_thu.size(); ++i) {
+      if (a_thu[i] > 0 && b_thu[i] > 0) d.push_back(std::log(b_thu[i] / a_thu[i]));
+    }
+    if (d.size() < 2) continue;
+    const double sd = summarize(d).stddev;
+    variance_sum += sd * sd;
+    ++trials;
+  }
+  return trials == 0 ? std::nan("") : std::sqrt(variance_sum / static_cast<double>(trials));
+}
+
 std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
                                    const std::vector<CompareResult>& ab) {
   std::vector<RateCheck> checks;
@@ -174,6 +193,15 @@ void print_calibrate_report(const CalibrateResult& result, std::ostream& out) {
       "\nA/B effect measured: thu {:+.1f}% (median of the trials; intended {:+.1f}%; far off means "
       "the pilot runs were disturbed)\n",
       result.measured_ab_effect() * 100, -spec.slowdown / (1 + spec.slowdown) * 100);
+  const double sd = result.aa_log_ratio_sd();
+  if (std::isfinite(sd)) {
+    const std::size_t needed = paired_t_pairs_needed(sd, spec.slowdown);
+    out << fmt::format(
+        "run-to-run spread of thu (A/A, sd of the paired log ratios): {:.1f}%; at {} runs a paired-t "
+        "comparison finds an effect of {:.1f}% or more 80% of the time; a {:g}% effect needs {} runs\n",
+        sd * 100, spec.runs, paired_t_detectable_effect(sd, spec.runs) * 100, spec.slowdown * 100,
+        needed == 0 ? std::string("more than 10000") : std::to_string(needed));
+  }
   if (const RateCheck* d = result.default_check()) {
     out << fmt::format("compare's default (thu, {}): {}\n", to_string(d->method),
                        d->aa_pass() && d->ab_pass() ? "PASS" : "FAIL");
@@ -186,6 +214,7 @@ void print_calibrate_report(const CalibrateResult& result, std::ostream& out) {
 
 nlohmann::json calibrate_json(const CalibrateResult& result) {
   const CalibrateSpec& spec = result.spec;
+  const double sd = result.aa_log_ratio_sd();
   nlohmann::json checks = nlohmann::json::array();
   for (const RateCheck& c : result.checks) {
     checks.push_back({{"metric", c.metric},
@@ -212,6 +241,11 @@ nlohmann::json calibrate_json(const CalibrateResult& result) {
           {"pilot_throughput", result.pilot_throughput},
           {"spin_ns", result.spin_ns},
           {"measured_ab_effect", result.measured_ab_effect()},
+          {"aa_log_ratio_sd", std::isfinite(sd) ? nlohmann::json(sd) : nlohmann::json(nullptr)},
+          {"detectable_effect_80", std::isfinite(sd) ? nlohmann::json(paired_t_detectable_effect(sd, spec.runs))
+                                                     : nlohmann::json(nullptr)},
+          {"runs_needed_for_slowdown", std::isfinite(sd) ? nlohmann::json(paired_t_pairs_needed(sd, spec.slowdown))
+                                                         : nlohmann::json(nullptr)},
           {"targets", {{"aa_noise", kAaNoiseTarget}, {"ab_worse", kAbWorseTarget}}},
           {"checks", checks},
           {"aa_trials", aa},

@@ -14,7 +14,7 @@
 
 #include "uvhost/bench/bench_frame.h"
 #include "uvhost/bench/cpu_time.h"
-#include "uvhost/sync/cpu_relax.h"
+#include "uvhost/bench/injected_work.h"
 
 namespace uvhost::bench {
 
@@ -28,11 +28,11 @@ constexpr auto kIdleBeforeWait = std::chrono::microseconds{200};
 constexpr auto kWaitSlice = std::chrono::milliseconds{1};
 constexpr auto kStallLimit = std::chrono::seconds{2};
 
-// The calibration's injected cost: `packets` times spin_ns of busy-waiting.
+// The calibration's injected cost: `packets` times spin_ns of CPU work of known size
+// (injected_work.h: a fixed number of iterations, not a clock-timed wait).
 void spin(uint64_t spin_ns, uint64_t packets) noexcept {
   if (spin_ns == 0 || packets == 0) return;
-  const int64_t until = monotonic_ns() + static_cast<int64_t>(spin_ns * packets);
-  while (monotonic_ns() < until) sync::cpu_relax();
+  do_injected_work_ns(spin_ns * packets);
 }
 
 // Warm-up, then the measured window; owns the window's wall and CPU clocks.
@@ -342,6 +342,8 @@ DriveResult drive_frontend(vhost_user::Frontend& frontend, const DriveSpec& spec
   if (spec.point.size < kMinFrameSize || spec.point.size > kMaxFrameSize) {
     throw std::runtime_error(fmt::format("frame size {} outside {}..{}", spec.point.size, kMinFrameSize, kMaxFrameSize));
   }
+  // Size the injected work before the clock starts (it measures the CPU once).
+  if (spec.spin_ns != 0) (void)injected_iterations_per_ns();
   DriveResult result;
   switch (spec.point.workload) {
     case Workload::kStreamTx: result = run_stream_tx(frontend, spec); break;

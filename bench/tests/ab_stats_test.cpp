@@ -202,3 +202,37 @@ TEST(AbStats, PairingCancelsDrift) {
 
 }  // namespace
 }  // namespace uvhost::bench
+
+namespace uvhost::bench {
+namespace {
+
+// The power formula against the simulation: per-run noise 2% gives log ratios of sd
+// 2% * sqrt(2); an effect of exactly the predicted detectable size, simulated, is found
+// about 80% of the time (1000 comparisons: binomial sd ~1.3%, band +-6 sd, which also
+// covers the normal approximation in the formula).
+TEST(AbStats, DetectableEffectIsFoundAboutEightyPercent) {
+  const double sd = 0.02 * std::sqrt(2.0);
+  const double effect = paired_t_detectable_effect(sd, 10);
+  EXPECT_GT(effect, 0.02);
+  EXPECT_LT(effect, 0.04);
+  Simulation sim{std::mt19937_64(99), 0.02, 0.0};
+  const double rate = verdict_rate(sim, 1000, 10, std::exp(-std::log1p(effect)), AbMethod::kPairedT, Verdict::kWorse);
+  EXPECT_GE(rate, 0.72);
+  EXPECT_LE(rate, 0.88);
+}
+
+TEST(AbStats, PairsNeededIsTheFewestThatReachTheEffect) {
+  const double sd = 0.05;
+  const std::size_t n = paired_t_pairs_needed(sd, 0.03);
+  ASSERT_GT(n, 2u);
+  EXPECT_LE(paired_t_detectable_effect(sd, n), 0.03);
+  EXPECT_GT(paired_t_detectable_effect(sd, n - 1), 0.03);
+  // More spread, more runs; no spread at all, the minimum.
+  EXPECT_GT(paired_t_pairs_needed(0.10, 0.03), n);
+  EXPECT_EQ(paired_t_pairs_needed(0.0, 0.03), 2u);
+  EXPECT_EQ(paired_t_pairs_needed(1.0, 0.001, 0.8, 100), 0u);  // not within 100
+  EXPECT_TRUE(std::isinf(paired_t_detectable_effect(sd, 1)));
+}
+
+}  // namespace
+}  // namespace uvhost::bench

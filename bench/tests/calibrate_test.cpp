@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -61,6 +62,8 @@ TEST(Calibrate, WellBehavedMachinePasses) {
   EXPECT_TRUE(d->ab_pass());
   // 3% more work per transaction: throughput -2.9%, within the pilot's 1% noise.
   EXPECT_NEAR(result.measured_ab_effect(), -0.03 / 1.03, 0.01);
+  // Per-run noise 1%: log ratios of sd 1% * sqrt(2).
+  EXPECT_NEAR(result.aa_log_ratio_sd(), 0.01 * std::sqrt(2.0), 0.003);
   // pilots + progress per run + one line per trial's comparison.
   EXPECT_EQ(progress.size(), 3u + 1u + 200u * 21u);
 
@@ -68,13 +71,15 @@ TEST(Calibrate, WellBehavedMachinePasses) {
   print_calibrate_report(result, out);
   const std::string t = out.str();
   for (const char* needle : {"A/A noise", "A/B worse", "paired-t", "welch", "normalize", "PASS",
-                             "compare's default", "A/B effect measured"}) {
+                             "compare's default", "A/B effect measured", "run-to-run spread"}) {
     EXPECT_NE(t.find(needle), std::string::npos) << needle << "\n" << t;
   }
   const nlohmann::json j = calibrate_json(result);
   EXPECT_EQ(j["aa_trials"].size(), 100u);
   EXPECT_EQ(j["checks"].size(), 4u);
   EXPECT_EQ(j["spin_ns"], result.spin_ns);
+  EXPECT_NEAR(j["aa_log_ratio_sd"].get<double>(), result.aa_log_ratio_sd(), 1e-12);
+  EXPECT_GE(j["runs_needed_for_slowdown"].get<int>(), 2);
 }
 
 // A machine far noisier than the effect (20% per run vs 3%): A/B cannot see it, and

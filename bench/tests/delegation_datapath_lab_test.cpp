@@ -36,7 +36,22 @@ void expect_sane(const DatapathLabReport& report) {
     EXPECT_GE(p.fairness_summary.mean, 0) << p.lock;
     EXPECT_LE(p.fairness_summary.mean, 1.0 + 1e-9) << p.lock;
     EXPECT_GT(p.vs_mutex.value, 0) << p.lock;
+    // Two runs each, std::mutex among the locks: every point has a verdict word.
+    EXPECT_NE(p.vs_mutex.verdict, Verdict::kInvalid) << p.lock;
+    if (p.lock == "std::mutex") {
+      EXPECT_EQ(p.vs_mutex.verdict, Verdict::kNoise);
+    }
   }
+  const auto json = to_json(report);
+  for (const auto& point : json["points"]) {
+    const std::string verdict = point["vs_mutex"]["verdict"];
+    EXPECT_TRUE(verdict == "better" || verdict == "worse" || verdict == "noise") << verdict;
+  }
+  const auto charts = datapath_charts(report);
+  ASSERT_EQ(charts.size(), 2u);
+  EXPECT_EQ(charts[0].groups.size(), report.options.common.threads.size());
+  EXPECT_EQ(charts[0].series.size(), datapath_lab_locks().size());
+  EXPECT_EQ(charts[0].title.rfind(report.options.structure, 0), 0u) << charts[0].title;
 }
 
 TEST(DelegationDatapathLab, PoolRunsEveryLockAndKeepsInvariants) {

@@ -31,6 +31,55 @@ TEST(DelegationLab, EveryLockRunsAndKeepsInvariants) {
   EXPECT_EQ(json["points"].size(), report.points.size());
 }
 
+DelegationPoint synthetic_point(const std::string& lock, int threads, std::vector<double> ops) {
+  DelegationPoint p;
+  p.lock = lock;
+  p.threads = threads;
+  p.ops_per_s = std::move(ops);
+  p.ops_per_s_summary = summarize(p.ops_per_s);
+  return p;
+}
+
+// Made-up runs with a known answer against std::mutex: twice its ops/s is better,
+// half is worse, the same runs are noise; the mutex row is the baseline.
+TEST(DelegationLab, VerdictsFollowTheRatioCiAgainstStdMutex) {
+  DelegationLabReport report;
+  report.options.threads = {4};
+  report.points = {synthetic_point("std::mutex", 4, {1e6, 1.01e6, 0.99e6}),
+                   synthetic_point("delegation", 4, {2e6, 2.02e6, 1.98e6}),
+                   synthetic_point("qspinlock", 4, {0.5e6, 0.51e6, 0.49e6}),
+                   synthetic_point("ck-ticket", 4, {1e6, 1.01e6, 0.99e6})};
+  std::vector<DelegationPoint*> points;
+  for (auto& p : report.points) points.push_back(&p);
+  set_vs_mutex(points);
+  EXPECT_EQ(report.points[1].vs_mutex.verdict, Verdict::kBetter);
+  EXPECT_NEAR(report.points[1].vs_mutex.value, 2.0, 1e-9);
+  EXPECT_EQ(report.points[2].vs_mutex.verdict, Verdict::kWorse);
+  EXPECT_EQ(report.points[3].vs_mutex.verdict, Verdict::kNoise);
+
+  std::ostringstream table;
+  print_delegation_table(report, table);
+  for (const char* word : {"verdict", "better", "worse", "noise", "baseline", "higher is better"})
+    EXPECT_NE(table.str().find(word), std::string::npos) << word << "\n" << table.str();
+  const auto json = to_json(report);
+  EXPECT_EQ(json["points"][1]["vs_mutex"]["verdict"], "better");
+  EXPECT_EQ(json["points"][2]["vs_mutex"]["verdict"], "worse");
+  EXPECT_EQ(json["points"][3]["vs_mutex"]["verdict"], "noise");
+  EXPECT_NEAR(json["points"][1]["vs_mutex"]["ratio"].get<double>(), 2.0, 1e-9);
+
+  const auto charts = delegation_charts(report);
+  ASSERT_EQ(charts.size(), 2u);  // ops/s, CPU ns per CS
+  EXPECT_EQ(charts[0].groups, std::vector<std::string>{"4 threads"});
+  ASSERT_EQ(charts[0].series.size(), 4u);
+  EXPECT_EQ(charts[0].series[1].name, "delegation");
+  EXPECT_NEAR(charts[0].series[1].mean[0], 2e6, 1);
+
+  // Without std::mutex among the locks there is nothing to judge against.
+  DelegationPoint alone = synthetic_point("delegation", 4, {2e6, 2.1e6});
+  set_vs_mutex({&alone});
+  EXPECT_EQ(alone.vs_mutex.verdict, Verdict::kInvalid);
+}
+
 TEST(DelegationLab, UnknownLockIsAnError) {
   DelegationLabOptions options;
   options.locks = {"no-such-lock"};

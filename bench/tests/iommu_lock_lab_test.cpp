@@ -144,6 +144,114 @@ TEST(IommuLockLab, FullExperimentFillsEveryCellAndWritesCompleteJson) {
   }
 }
 
+// Made-up runs with a known answer: rwsem takes half the mutex's ns per translation
+// (better) and lets the writer do half its updates (worse), rcu is the mutex again
+// (noise), pthread-rwlock takes twice the ns (worse) with twice the updates (better).
+IommuLockLabCell synthetic_cell(int threads, IommuMix mix, sync::GuardPolicy policy, double ns,
+                                double updates) {
+  IommuLockLabCell cell;
+  cell.threads = threads;
+  cell.mix = mix;
+  cell.policy = policy;
+  std::vector<double> wall, cpu, per_s, ups;
+  for (double jitter : {0.99, 1.0, 1.01, 1.0}) {
+    IommuRunSample s;
+    s.wall_ns_per_translation = ns * jitter;
+    s.cpu_ns_per_translation = ns * jitter;
+    s.translations_per_s = 1e9 / (ns * jitter);
+    s.updates_per_s = mix == IommuMix::kMixed ? updates * jitter : 0;
+    cell.samples.push_back(s);
+    wall.push_back(s.wall_ns_per_translation);
+    cpu.push_back(s.cpu_ns_per_translation);
+    per_s.push_back(s.translations_per_s);
+    ups.push_back(s.updates_per_s);
+  }
+  cell.wall_ns_per_translation = summarize(wall);
+  cell.cpu_ns_per_translation = summarize(cpu);
+  cell.translations_per_s = summarize(per_s);
+  cell.updates_per_s = summarize(ups);
+  return cell;
+}
+
+IommuLockLabResult synthetic_result() {
+  IommuLockLabResult result;
+  result.config.threads = {4};
+  result.config.mixes = {IommuMix::kMixed, IommuMix::kReadOnly};
+  result.config.policies = {sync::GuardPolicy::kMutex, sync::GuardPolicy::kRwSem, sync::GuardPolicy::kRcu,
+                            sync::GuardPolicy::kPthreadRwlock};
+  for (IommuMix mix : result.config.mixes) {
+    result.cells.push_back(synthetic_cell(4, mix, sync::GuardPolicy::kMutex, 100, 1000));
+    result.cells.push_back(synthetic_cell(4, mix, sync::GuardPolicy::kRwSem, 50, 500));
+    result.cells.push_back(synthetic_cell(4, mix, sync::GuardPolicy::kRcu, 100, 1000));
+    result.cells.push_back(synthetic_cell(4, mix, sync::GuardPolicy::kPthreadRwlock, 200, 2000));
+  }
+  return result;
+}
+
+TEST(IommuLockLab, VerdictsFollowTheRatioCiAgainstTheMutex) {
+  const IommuLockLabResult result = synthetic_result();
+  const auto* mutex = result.find(4, IommuMix::kMixed, sync::GuardPolicy::kMutex);
+  auto vs = [&](sync::GuardPolicy policy) {
+    return iommu_vs_mutex(*result.find(4, IommuMix::kMixed, policy), *mutex);
+  };
+  EXPECT_EQ(vs(sync::GuardPolicy::kRwSem).wall_ns.verdict, Verdict::kBetter);  // fewer ns is better
+  EXPECT_EQ(vs(sync::GuardPolicy::kRwSem).translations_per_s.verdict, Verdict::kBetter);
+  EXPECT_EQ(vs(sync::GuardPolicy::kRwSem).updates_per_s.verdict, Verdict::kWorse);  // more updates is better
+  EXPECT_EQ(vs(sync::GuardPolicy::kRcu).wall_ns.verdict, Verdict::kNoise);
+  EXPECT_EQ(vs(sync::GuardPolicy::kRcu).updates_per_s.verdict, Verdict::kNoise);
+  EXPECT_EQ(vs(sync::GuardPolicy::kPthreadRwlock).wall_ns.verdict, Verdict::kWorse);
+  EXPECT_EQ(vs(sync::GuardPolicy::kPthreadRwlock).cpu_ns.verdict, Verdict::kWorse);
+  EXPECT_EQ(vs(sync::GuardPolicy::kPthreadRwlock).updates_per_s.verdict, Verdict::kBetter);
+  // Read-only: no writer, so no updates verdict.
+  const auto* ro_mutex = result.find(4, IommuMix::kReadOnly, sync::GuardPolicy::kMutex);
+  EXPECT_EQ(iommu_vs_mutex(*result.find(4, IommuMix::kReadOnly, sync::GuardPolicy::kRwSem), *ro_mutex)
+                .updates_per_s.verdict,
+            Verdict::kInvalid);
+
+  std::ostringstream out;
+  print_iommu_lock_tables(result, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("mix 372:1 vs mutex"), std::string::npos) << text;
+  EXPECT_NE(text.find("lower is better"), std::string::npos) << text;
+  EXPECT_NE(text.find("ns verdict"), std::string::npos) << text;
+  EXPECT_NE(text.find("updates verdict"), std::string::npos) << text;
+  // The mix's verdict table: rwsem better on ns, worse on updates; rcu noise on both.
+  std::string section = text.substr(text.find("mix 372:1 vs mutex"));
+  section = section.substr(0, section.find("\n\n"));
+  auto row_of = [&](const std::string& policy) {
+    std::istringstream lines(section);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(" " + policy + " ") != std::string::npos) return line;
+    }
+    return std::string();
+  };
+  const std::string rwsem = row_of("rwsem");
+  EXPECT_NE(rwsem.find("better"), std::string::npos) << section;
+  EXPECT_NE(rwsem.find("worse"), std::string::npos) << section;
+  EXPECT_NE(row_of("rcu").find("noise"), std::string::npos) << section;
+  EXPECT_EQ(row_of("rcu").find("better"), std::string::npos) << section;
+
+  const nlohmann::json j = iommu_lock_lab_json(result);
+  for (const auto& cell : j["cells"]) {
+    const auto& ns = cell["vs_mutex"]["wall_ns_per_translation"];
+    EXPECT_EQ(ns["better"], "lower");
+    const std::string policy = cell["policy"];
+    const std::string expected = policy == "rwsem"            ? "better"
+                                 : policy == "pthread-rwlock" ? "worse"
+                                                              : "noise";
+    EXPECT_EQ(ns["verdict"], expected) << policy;
+    EXPECT_EQ(cell["vs_mutex"].contains("updates_per_s"), cell["mix"] == "mix");
+  }
+
+  const auto charts = iommu_lock_charts(result);
+  ASSERT_EQ(charts.size(), 4u);  // wall and CPU ns, per mix
+  EXPECT_EQ(charts[0].groups, std::vector<std::string>{"4 threads"});
+  ASSERT_EQ(charts[0].series.size(), 4u);
+  EXPECT_EQ(charts[0].series[1].name, "rwsem");
+  EXPECT_NEAR(charts[0].series[1].mean[0], 50, 1e-9);
+  EXPECT_GT(charts[0].series[1].half[0], 0);
+}
+
 TEST(IommuLockLab, RejectsUnusableConfigurations) {
   IommuLockLabConfig config = tiny();
   config.threads.clear();

@@ -101,6 +101,64 @@ TEST(WorkqueueDatapathLab, FullExperimentFillsEveryCellAndWritesCompleteJson) {
   }
 }
 
+// Made-up runs with a known answer, against locked_wake on the inject path: lockless
+// handles as many kicks (noise) with half the worker CPU (better), unlock_wake half
+// the kicks (worse) with the same CPU (noise).
+WorkqueueDatapathCell synthetic_cell(sync::EnqueueStrategy strategy, double handled, double cpu) {
+  WorkqueueDatapathCell cell;
+  cell.path = KickPath::kInject;
+  cell.queues = 4;
+  cell.strategy = strategy;
+  std::vector<double> kicks, worker;
+  for (double jitter : {0.98, 1.0, 1.02, 1.0}) {
+    WorkqueueDatapathSample s;
+    s.kicks_handled_per_s = handled * jitter;
+    s.worker_cpu_pct = cpu * jitter;
+    cell.samples.push_back(s);
+    kicks.push_back(s.kicks_handled_per_s);
+    worker.push_back(s.worker_cpu_pct);
+  }
+  cell.kicks_handled_per_s = summarize(kicks);
+  cell.worker_cpu_pct = summarize(worker);
+  return cell;
+}
+
+TEST(WorkqueueDatapathLab, VerdictsFollowTheRatioCiAgainstTheFirstStrategy) {
+  WorkqueueDatapathResult result;
+  result.config.queues = {4};
+  result.config.paths = {KickPath::kInject};
+  result.cells = {synthetic_cell(sync::EnqueueStrategy::kLockedWake, 4000, 30),
+                  synthetic_cell(sync::EnqueueStrategy::kUnlockThenWake, 2000, 30),
+                  synthetic_cell(sync::EnqueueStrategy::kLockless, 4000, 15)};
+  const auto* base = result.find(KickPath::kInject, 4, sync::EnqueueStrategy::kLockedWake);
+  const auto lockless =
+      datapath_strategy_verdicts(*result.find(KickPath::kInject, 4, sync::EnqueueStrategy::kLockless), *base);
+  EXPECT_EQ(lockless.throughput.verdict, Verdict::kNoise);
+  EXPECT_EQ(lockless.worker_cpu.verdict, Verdict::kBetter);
+  const auto unlock = datapath_strategy_verdicts(
+      *result.find(KickPath::kInject, 4, sync::EnqueueStrategy::kUnlockThenWake), *base);
+  EXPECT_EQ(unlock.throughput.verdict, Verdict::kWorse);
+  EXPECT_EQ(unlock.worker_cpu.verdict, Verdict::kNoise);
+
+  std::ostringstream out;
+  print_workqueue_datapath_tables(result, out);
+  EXPECT_NE(out.str().find("kicks handled/s ×locked_wake"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("worse"), std::string::npos) << out.str();
+
+  const nlohmann::json j = workqueue_datapath_json(result);
+  ASSERT_EQ(j["cells"].size(), 3u);
+  EXPECT_EQ(j["cells"][1]["vs_first_strategy"]["kicks_handled_per_s"]["verdict"], "worse");
+  EXPECT_EQ(j["cells"][1]["vs_first_strategy"]["kicks_handled_per_s"]["better"], "higher");
+  EXPECT_EQ(j["cells"][2]["vs_first_strategy"]["worker_cpu_pct"]["verdict"], "better");
+  EXPECT_EQ(j["cells"][2]["vs_first_strategy"]["kicks_handled_per_s"]["verdict"], "noise");
+
+  const auto charts = workqueue_datapath_charts(result);
+  ASSERT_EQ(charts.size(), 2u);  // kicks handled and worker CPU, one path
+  EXPECT_EQ(charts[0].groups, std::vector<std::string>{"4 queues"});
+  EXPECT_EQ(charts[0].series.size(), 3u);
+  EXPECT_NE(charts[0].title.find("inject"), std::string::npos);
+}
+
 TEST(WorkqueueDatapathLab, RejectsUnusableConfigurations) {
   WorkqueueDatapathConfig config = tiny();
   config.queues.clear();

@@ -69,6 +69,68 @@ TEST(WorkqueueLab, FullExperimentFillsEveryCellAndPrints) {
   EXPECT_TRUE(j["cells"][0]["worker_cpu_pct"].contains("ci95_half"));
 }
 
+// Made-up runs with a known answer, against locked_wake: unlock_wake has the same
+// throughput (noise) with half the worker CPU (better), lockless a third more
+// throughput (better) with twice the worker CPU (worse).
+WorkqueueLabCell synthetic_cell(int threads, sync::EnqueueStrategy strategy, double throughput, double cpu) {
+  WorkqueueLabCell cell;
+  cell.threads = threads;
+  cell.strategy = strategy;
+  std::vector<double> tp, worker;
+  for (double jitter : {0.99, 1.0, 1.01}) {
+    WorkqueueRunSample s;
+    s.throughput = throughput * jitter;
+    s.worker_cpu_pct = cpu * jitter;
+    cell.samples.push_back(s);
+    tp.push_back(s.throughput);
+    worker.push_back(s.worker_cpu_pct);
+  }
+  cell.throughput = summarize(tp);
+  cell.worker_cpu_pct = summarize(worker);
+  return cell;
+}
+
+TEST(WorkqueueLab, VerdictsFollowTheRatioCiAgainstTheFirstStrategy) {
+  WorkqueueLabResult result;
+  result.config.threads = {8};
+  result.cells = {synthetic_cell(8, sync::EnqueueStrategy::kLockedWake, 20000, 40),
+                  synthetic_cell(8, sync::EnqueueStrategy::kUnlockThenWake, 20000, 20),
+                  synthetic_cell(8, sync::EnqueueStrategy::kLockless, 30000, 80)};
+  const auto* base = result.find(8, sync::EnqueueStrategy::kLockedWake);
+  const auto* unlock = result.find(8, sync::EnqueueStrategy::kUnlockThenWake);
+  const auto* lockless = result.find(8, sync::EnqueueStrategy::kLockless);
+  auto verdicts = [&](const WorkqueueLabCell* c) {
+    return strategy_verdicts(c->throughput, base->throughput, c->worker_cpu_pct, base->worker_cpu_pct);
+  };
+  EXPECT_EQ(verdicts(unlock).throughput.verdict, Verdict::kNoise);
+  EXPECT_EQ(verdicts(unlock).worker_cpu.verdict, Verdict::kBetter);  // less CPU is better
+  EXPECT_EQ(verdicts(lockless).throughput.verdict, Verdict::kBetter);
+  EXPECT_EQ(verdicts(lockless).worker_cpu.verdict, Verdict::kWorse);
+
+  std::ostringstream out;
+  print_workqueue_tables(result, out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("vs locked_wake"), std::string::npos) << text;
+  EXPECT_NE(text.find("worker CPU: lower is better"), std::string::npos) << text;
+  EXPECT_NE(text.find("worker CPU ×locked_wake"), std::string::npos) << text;
+
+  const nlohmann::json j = workqueue_lab_json(result);
+  ASSERT_EQ(j["cells"].size(), 3u);
+  EXPECT_EQ(j["cells"][0]["vs_first_strategy"]["worker_cpu_pct"]["verdict"], "noise");  // itself
+  EXPECT_EQ(j["cells"][1]["vs_first_strategy"]["worker_cpu_pct"]["verdict"], "better");
+  EXPECT_EQ(j["cells"][1]["vs_first_strategy"]["throughput"]["verdict"], "noise");
+  EXPECT_EQ(j["cells"][2]["vs_first_strategy"]["throughput"]["verdict"], "better");
+  EXPECT_EQ(j["cells"][2]["vs_first_strategy"]["worker_cpu_pct"]["verdict"], "worse");
+  EXPECT_EQ(j["cells"][2]["vs_first_strategy"]["worker_cpu_pct"]["better"], "lower");
+
+  const auto charts = workqueue_charts(result);
+  ASSERT_EQ(charts.size(), 2u);  // throughput, worker CPU
+  EXPECT_EQ(charts[1].groups, std::vector<std::string>{"8 producers"});
+  ASSERT_EQ(charts[1].series.size(), 3u);
+  EXPECT_EQ(charts[1].series[2].name, "lockless");
+  EXPECT_NEAR(charts[1].series[2].mean[0], 80, 1e-9);
+}
+
 TEST(WorkqueueLab, RejectsUnusableConfigurations) {
   WorkqueueLabConfig config = tiny();
   config.threads.clear();

@@ -30,7 +30,7 @@ Worker::Worker(std::string name, sync::EnqueueStrategy strategy)
     : name_(std::move(name)),
       epoll_(must(::epoll_create1(EPOLL_CLOEXEC), "epoll_create1")),
       wake_fd_(must(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd")),
-      queue_(strategy, this) {
+      queue_(strategy, this, name_) {
   // The wake eventfd is the one fd watched with a null pointer (no Watch): dispatch()
   // only drains it. Added after queue_ started: a wait_idle() before that sleeps on an
   // epoll set without it, but nothing can be queued before the constructor returns.

@@ -43,8 +43,11 @@ WorkItem::~WorkItem() {
 
 WorkQueue::WorkQueue(EnqueueStrategy strategy) : WorkQueue(strategy, nullptr) {}
 
-WorkQueue::WorkQueue(EnqueueStrategy strategy, IdleWaiter* waiter)
-    : strategy_(strategy), idle_waiter_(waiter), worker_([this] { worker_main(); }) {}
+WorkQueue::WorkQueue(EnqueueStrategy strategy, IdleWaiter* waiter, std::string thread_name)
+    : strategy_(strategy),
+      idle_waiter_(waiter),
+      thread_name_(std::move(thread_name)),
+      worker_([this] { worker_main(); }) {}
 
 WorkQueue::~WorkQueue() {
   UVHOST_MISUSE_CHECK(!on_worker_thread(), "WorkQueue destroyed from its own worker thread");
@@ -217,7 +220,8 @@ void WorkQueue::run_chain(WorkItem* first) {
 }
 
 void WorkQueue::worker_main() {
-  pthread_setname_np(pthread_self(), "uvhost-worker");
+  // Linux refuses names over 15 bytes (ERANGE): keep the first 15.
+  pthread_setname_np(pthread_self(), thread_name_.substr(0, 15).c_str());
   current_worker_queue = this;
   for (;;) {
     if (drain_once()) continue;

@@ -4,10 +4,13 @@
 #include "uvhost/sync/work_queue.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -52,6 +55,28 @@ TEST_P(WorkQueueStrategyTest, QueuedItemRunsOnTheWorkerThread) {
   EXPECT_TRUE(on_worker.load());
   EXPECT_FALSE(wq.on_worker_thread());
   wq.flush();
+}
+
+// The worker thread carries the name it was given (first 15 bytes: the kernel's limit),
+// so per-thread CPU accounting can tell the workers of different ports apart.
+TEST(WorkQueueTest, WorkerThreadIsNamed) {
+  for (const auto& [given, expected] :
+       std::vector<std::pair<std::string, std::string>>{{"p0.w1", "p0.w1"},
+                                                       {"a-very-long-port.w12", "a-very-long-por"}}) {
+    WorkQueue wq(EnqueueStrategy::kLockless, nullptr, given);
+    std::string seen;
+    SpinThenParkEvent ran;
+    WorkItem item([&] {
+      char name[16] = {};
+      pthread_getname_np(pthread_self(), name, sizeof name);
+      seen = name;
+      ran.set();
+    });
+    wq.queue(item);
+    ran.wait();
+    wq.flush();
+    EXPECT_EQ(seen, expected);
+  }
 }
 
 TEST_P(WorkQueueStrategyTest, AlreadyQueuedItemIsNotQueuedTwice) {

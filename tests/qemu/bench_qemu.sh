@@ -11,7 +11,7 @@
 #    --runs 1 --seconds N --json F` and checks invariants of F, never speeds:
 #    stream-tx: packets, bytes and Gbit/s > 0; rr: transactions > 0 and
 #    0 < p50 <= p99 <= p99.9; each run: a window > 0 s, frontend (QEMU) and backend
-#    (uvhost) CPU > 0, and a uvhost worker thread ("uvhost-worker") on the backend side.
+#    (uvhost) CPU > 0, and the port's datapath worker thread ("bench.w0") on the backend side.
 #  - Needs root (network namespace, tap): exit 77 (skipped) otherwise. Exit 0 on success,
 #    1 with the reasons; the JSON and the bench's output are kept in a temp folder on
 #    failure.
@@ -63,7 +63,7 @@ if [[ -s $json ]]; then
   check "frontend (QEMU) CPU > 0" 'all(.points[].runs[]; ([.threads[] | select(.side == "frontend") | .cpu_seconds] | add // 0) > 0)'
   check "backend (uvhost) CPU > 0" 'all(.points[].runs[]; ([.threads[] | select(.side == "backend") | .cpu_seconds] | add // 0) > 0)'
   check "a uvhost worker thread on the backend side" \
-    'all(.points[].runs[]; any(.threads[]; .side == "backend" and .name == "uvhost-worker"))'
+    'all(.points[].runs[]; any(.threads[]; .side == "backend" and (.name | startswith("bench.w"))))'
   echo "threads: $(jq -c '[.points[] | {workload, threads: [.runs[0].threads[] | "\(.side):\(.name)=\(.cpu_seconds * 1000 | floor)ms"]}]' "$json")"
 else
   fail "no JSON written"

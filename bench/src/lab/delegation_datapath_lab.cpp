@@ -336,7 +336,7 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
                     << std::flush;
       }
     }
-    const DatapathPoint* mutex_point = nullptr;
+    std::vector<DelegationPoint*> at_this_count;
     for (auto& p : points) {
       p.base.ops_per_s_summary = summarize(p.base.ops_per_s);
       p.base.ns_per_cs_summary = summarize(p.base.ns_per_cs);
@@ -345,11 +345,9 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
       p.base.fairness_summary = summarize(p.base.fairness);
       p.items_per_s_summary = summarize(p.items_per_s);
       p.drop_ratio_summary = summarize(p.drop_ratio);
-      if (p.base.lock == "std::mutex") mutex_point = &p;
+      at_this_count.push_back(&p.base);
     }
-    for (auto& p : points)
-      if (mutex_point)
-        p.base.vs_mutex = ratio_of_means(p.base.ops_per_s_summary, mutex_point->base.ops_per_s_summary);
+    set_vs_mutex(at_this_count);
     report.points.insert(report.points.end(), points.begin(), points.end());
   }
   return report;
@@ -374,7 +372,7 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
       "{} private-work iterations per {}, {} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t).\n"
       "{} CPUs online. delegation-async runs on the slab structure only.\n\n",
       c.private_work, pool ? "batch" : "burst", c.runs, c.duration_ms, std::thread::hardware_concurrency());
-  std::vector<std::string> headers{"threads", "lock", "ops/s", "ns/CS", "CPU ns/CS", "cores", "fairness", "vs std::mutex"};
+  std::vector<std::string> headers = point_headers();
   headers.push_back(pool ? "buffers/s" : "pkts/s");
   if (!pool) headers.push_back("dropped");
   TextTable table(headers);
@@ -383,20 +381,20 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
     const auto& p = dp.base;
     if (last_threads != -1 && p.threads != last_threads) table.add_separator();
     last_threads = p.threads;
-    const auto& ops = p.ops_per_s_summary;
-    std::vector<std::string> row{
-        std::to_string(p.threads), p.lock, fmt::format("{} ±{:.0f}%", si(ops.mean), 100 * ops.relative_ci()),
-        with_ci(p.ns_per_cs_summary.mean, p.ns_per_cs_summary.ci95_half),
-        with_ci(p.cpu_ns_per_cs_summary.mean, p.cpu_ns_per_cs_summary.ci95_half),
-        fmt::format("{:.2f}", p.cores_summary.mean), fmt::format("{:.2f}", p.fairness_summary.mean),
-        p.lock == "std::mutex" ? std::string("baseline")
-        : p.vs_mutex.value > 0 ? fmt::format("{:.2f}x ±{:.2f}", p.vs_mutex.value, p.vs_mutex.ci95_half)
-                               : std::string("-"),
-        fmt::format("{} ±{:.0f}%", si(dp.items_per_s_summary.mean), 100 * dp.items_per_s_summary.relative_ci())};
+    std::vector<std::string> row = point_cells(p);
+    row.push_back(fmt::format("{} ±{:.0f}%", si(dp.items_per_s_summary.mean),
+                              100 * dp.items_per_s_summary.relative_ci()));
     if (!pool) row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
     table.add_row(std::move(row));
   }
   table.print(out);
+  out << verdict_note() << "\n";
+}
+
+std::vector<BarChart> datapath_charts(const DatapathLabReport& report) {
+  std::vector<const DelegationPoint*> points;
+  for (const auto& dp : report.points) points.push_back(&dp.base);
+  return point_charts(report.options.structure, points);
 }
 
 nlohmann::json to_json(const DatapathLabReport& report) {
@@ -419,24 +417,12 @@ nlohmann::json to_json(const DatapathLabReport& report) {
     j["options"]["txq_capacity"] = o.txq_capacity;
     j["options"]["consumer_burst"] = o.consumer_burst;
   }
-  auto summary = [](const Summary& s) {
-    return nlohmann::json{{"n", s.n},          {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
-                          {"median", s.median}, {"min", s.min},   {"max", s.max}};
-  };
   j["points"] = nlohmann::json::array();
   for (const auto& dp : report.points) {
-    const auto& p = dp.base;
-    j["points"].push_back({{"lock", p.lock},
-                           {"threads", p.threads},
-                           {"ops_per_s", summary(p.ops_per_s_summary)},
-                           {"ns_per_cs", summary(p.ns_per_cs_summary)},
-                           {"cpu_ns_per_cs", summary(p.cpu_ns_per_cs_summary)},
-                           {"cores", summary(p.cores_summary)},
-                           {"fairness", summary(p.fairness_summary)},
-                           {"items_per_s", summary(dp.items_per_s_summary)},
-                           {"drop_ratio", summary(dp.drop_ratio_summary)},
-                           {"vs_mutex", {{"ratio", p.vs_mutex.value}, {"ci95_half", p.vs_mutex.ci95_half}}},
-                           {"samples", {{"ops_per_s", p.ops_per_s}, {"cpu_ns_per_cs", p.cpu_ns_per_cs}}}});
+    nlohmann::json point = point_json(dp.base);
+    point["items_per_s"] = summary_json(dp.items_per_s_summary);
+    point["drop_ratio"] = summary_json(dp.drop_ratio_summary);
+    j["points"].push_back(std::move(point));
   }
   return j;
 }

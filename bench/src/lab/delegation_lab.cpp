@@ -66,8 +66,10 @@ TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
       uint64_t ops = 0;
       uint64_t h = 0;
       [[maybe_unused]] sync::Completion<void> in_flight;
+      // At least one operation, even for a thread first scheduled after `stop` (a loaded
+      // or sanitized machine): every run then has figures, as in the datapath lab.
       // relaxed: `stop` is only a hint to finish; results are read after join().
-      while (!stop.load(std::memory_order_relaxed)) {
+      do {
         runner.run([&] { pool.refill(record.cache, options.batch); });
         h += private_work(record.cache, options.private_work, ops);
         if constexpr (Runner::kAsyncFlush) {
@@ -83,7 +85,7 @@ TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
         }
         h += private_work(record.cache, options.private_work, ops + 1);
         ops += 2;
-      }
+      } while (!stop.load(std::memory_order_relaxed));
       if constexpr (Runner::kAsyncFlush) {
         if (in_flight.valid()) in_flight.get();
       }
@@ -198,20 +200,98 @@ DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std:
                     << std::flush;
       }
     }
-    const DelegationPoint* mutex_point = nullptr;
+    std::vector<DelegationPoint*> at_this_count;
     for (auto& p : points) {
       p.ops_per_s_summary = summarize(p.ops_per_s);
       p.ns_per_cs_summary = summarize(p.ns_per_cs);
       p.cpu_ns_per_cs_summary = summarize(p.cpu_ns_per_cs);
       p.cores_summary = summarize(p.cores);
       p.fairness_summary = summarize(p.fairness);
-      if (p.lock == "std::mutex") mutex_point = &p;
+      at_this_count.push_back(&p);
     }
-    for (auto& p : points)
-      if (mutex_point) p.vs_mutex = ratio_of_means(p.ops_per_s_summary, mutex_point->ops_per_s_summary);
+    set_vs_mutex(at_this_count);
     report.points.insert(report.points.end(), points.begin(), points.end());
   }
   return report;
+}
+
+void set_vs_mutex(const std::vector<DelegationPoint*>& points) {
+  const DelegationPoint* mutex_point = nullptr;
+  for (const DelegationPoint* p : points)
+    if (p->lock == "std::mutex") mutex_point = p;
+  for (DelegationPoint* p : points) {
+    p->vs_mutex = mutex_point != nullptr ? ratio_vs_baseline(p->ops_per_s_summary, mutex_point->ops_per_s_summary,
+                                                             Direction::kHigherIsBetter)
+                                         : BaselineRatio{};
+  }
+}
+
+std::vector<std::string> point_headers() {
+  return {"threads", "lock", "ops/s", "ns/CS", "CPU ns/CS", "cores", "fairness", "vs std::mutex", "verdict"};
+}
+
+std::vector<std::string> point_cells(const DelegationPoint& p) {
+  const auto& ops = p.ops_per_s_summary;
+  const bool baseline = p.lock == "std::mutex";
+  return {std::to_string(p.threads),
+          p.lock,
+          fmt::format("{} ±{:.0f}%", si(ops.mean), 100 * ops.relative_ci()),
+          with_ci(p.ns_per_cs_summary.mean, p.ns_per_cs_summary.ci95_half),
+          with_ci(p.cpu_ns_per_cs_summary.mean, p.cpu_ns_per_cs_summary.ci95_half),
+          fmt::format("{:.2f}", p.cores_summary.mean),
+          fmt::format("{:.2f}", p.fairness_summary.mean),
+          baseline ? std::string("baseline") : ratio_text(p.vs_mutex),
+          baseline ? std::string("-") : std::string(to_string(p.vs_mutex.verdict))};
+}
+
+std::string verdict_note() {
+  return "verdict: ops/s vs std::mutex at the same thread count (higher is better) - better/worse when the "
+         "ratio's 95% CI excludes 1, noise when it contains 1.";
+}
+
+nlohmann::json point_json(const DelegationPoint& p) {
+  nlohmann::json vs = ratio_json(p.vs_mutex);
+  vs["ratio"] = p.vs_mutex.value;  // the name earlier versions wrote
+  return {{"lock", p.lock},
+          {"threads", p.threads},
+          {"ops_per_s", summary_json(p.ops_per_s_summary)},
+          {"ns_per_cs", summary_json(p.ns_per_cs_summary)},
+          {"cpu_ns_per_cs", summary_json(p.cpu_ns_per_cs_summary)},
+          {"cores", summary_json(p.cores_summary)},
+          {"fairness", summary_json(p.fairness_summary)},
+          {"vs_mutex", vs},
+          {"samples", {{"ops_per_s", p.ops_per_s}, {"cpu_ns_per_cs", p.cpu_ns_per_cs}}}};
+}
+
+std::vector<BarChart> point_charts(const std::string& structure, const std::vector<const DelegationPoint*>& points) {
+  BarChart ops{structure + ": critical sections per second (higher is better)", "ops/s", {}, {}};
+  BarChart cpu{structure + ": CPU ns per critical section (lower is better)", "CPU ns", {}, {}};
+  std::vector<int> thread_counts;
+  std::vector<std::string> locks;
+  for (const DelegationPoint* p : points) {
+    if (std::find(thread_counts.begin(), thread_counts.end(), p->threads) == thread_counts.end())
+      thread_counts.push_back(p->threads);
+    if (std::find(locks.begin(), locks.end(), p->lock) == locks.end()) locks.push_back(p->lock);
+  }
+  for (int t : thread_counts) {
+    const std::string group = fmt::format("{} thread{}", t, t == 1 ? "" : "s");
+    ops.groups.push_back(group);
+    cpu.groups.push_back(group);
+  }
+  for (const std::string& lock : locks) {
+    BarSeries ops_series{lock, {}, {}};
+    BarSeries cpu_series{lock, {}, {}};
+    for (int t : thread_counts) {
+      const auto it = std::find_if(points.begin(), points.end(),
+                                   [&](const DelegationPoint* p) { return p->lock == lock && p->threads == t; });
+      const Summary none{};
+      add_bar(ops_series, it != points.end() ? (*it)->ops_per_s_summary : none);
+      add_bar(cpu_series, it != points.end() ? (*it)->cpu_ns_per_cs_summary : none);
+    }
+    ops.series.push_back(std::move(ops_series));
+    cpu.series.push_back(std::move(cpu_series));
+  }
+  return {std::move(ops), std::move(cpu)};
 }
 
 void print_delegation_table(const DelegationLabReport& report, std::ostream& out) {
@@ -220,22 +300,21 @@ void print_delegation_table(const DelegationLabReport& report, std::ostream& out
       "Seed 004: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
       "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
       o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
-  TextTable table({"threads", "lock", "ops/s", "ns/CS", "CPU ns/CS", "cores", "fairness", "vs std::mutex"});
+  TextTable table(point_headers());
   int last_threads = -1;
   for (const auto& p : report.points) {
     if (last_threads != -1 && p.threads != last_threads) table.add_separator();
     last_threads = p.threads;
-    const auto& ops = p.ops_per_s_summary;
-    table.add_row({std::to_string(p.threads), p.lock,
-                   fmt::format("{} ±{:.0f}%", si(ops.mean), 100 * ops.relative_ci()),
-                   with_ci(p.ns_per_cs_summary.mean, p.ns_per_cs_summary.ci95_half),
-                   with_ci(p.cpu_ns_per_cs_summary.mean, p.cpu_ns_per_cs_summary.ci95_half),
-                   fmt::format("{:.2f}", p.cores_summary.mean), fmt::format("{:.2f}", p.fairness_summary.mean),
-                   p.lock == "std::mutex" ? std::string("baseline")
-                   : p.vs_mutex.value > 0 ? fmt::format("{:.2f}x ±{:.2f}", p.vs_mutex.value, p.vs_mutex.ci95_half)
-                                        : std::string("-")});
+    table.add_row(point_cells(p));
   }
   table.print(out);
+  out << verdict_note() << "\n";
+}
+
+std::vector<BarChart> delegation_charts(const DelegationLabReport& report) {
+  std::vector<const DelegationPoint*> points;
+  for (const auto& p : report.points) points.push_back(&p);
+  return point_charts("slab", points);
 }
 
 nlohmann::json to_json(const DelegationLabReport& report) {
@@ -246,21 +325,8 @@ nlohmann::json to_json(const DelegationLabReport& report) {
   j["options"] = {{"threads", o.threads}, {"runs", o.runs}, {"duration_ms", o.duration_ms},
                   {"batch", o.batch},     {"private_work", o.private_work},
                   {"pool_objects", o.pool_objects}, {"objects_per_slab", o.objects_per_slab}};
-  auto summary = [](const Summary& s) {
-    return nlohmann::json{{"n", s.n}, {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
-                          {"median", s.median}, {"min", s.min}, {"max", s.max}};
-  };
-  for (const auto& p : report.points) {
-    j["points"].push_back({{"lock", p.lock},
-                           {"threads", p.threads},
-                           {"ops_per_s", summary(p.ops_per_s_summary)},
-                           {"ns_per_cs", summary(p.ns_per_cs_summary)},
-                           {"cpu_ns_per_cs", summary(p.cpu_ns_per_cs_summary)},
-                           {"cores", summary(p.cores_summary)},
-                           {"fairness", summary(p.fairness_summary)},
-                           {"vs_mutex", {{"ratio", p.vs_mutex.value}, {"ci95_half", p.vs_mutex.ci95_half}}},
-                           {"samples", {{"ops_per_s", p.ops_per_s}, {"cpu_ns_per_cs", p.cpu_ns_per_cs}}}});
-  }
+  j["points"] = nlohmann::json::array();
+  for (const auto& p : report.points) j["points"].push_back(point_json(p));
   return j;
 }
 

@@ -219,26 +219,24 @@ void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table,
   out.cpu_ns = thread_cpu_ns() - cpu_start;
 }
 
-double per_second(double count, int64_t wall_ns) {
-  return wall_ns > 0 ? count * 1e9 / static_cast<double>(wall_ns) : 0.0;
-}
-
-Summary summarize_field(const std::vector<IommuRunSample>& samples, double IommuRunSample::*field) {
-  std::vector<double> values;
-  values.reserve(samples.size());
-  for (const auto& s : samples) values.push_back(s.*field);
-  return summarize(values);
-}
-
-nlohmann::json summary_json(const Summary& s) {
-  return {{"mean", s.mean}, {"ci95_half", s.ci95_half}, {"stddev", s.stddev},
-          {"min", s.min},   {"max", s.max},             {"n", s.n}};
-}
+// The figures of a run, each summarized per cell (mean and 95% CI over the runs).
+using Field = LabField<IommuRunSample, IommuLockLabCell>;
+constexpr Field kFields[] = {
+    {"translations_per_s", &IommuRunSample::translations_per_s, &IommuLockLabCell::translations_per_s},
+    {"wall_ns_per_translation", &IommuRunSample::wall_ns_per_translation,
+     &IommuLockLabCell::wall_ns_per_translation},
+    {"cpu_ns_per_translation", &IommuRunSample::cpu_ns_per_translation,
+     &IommuLockLabCell::cpu_ns_per_translation},
+    {"p999_ns", &IommuRunSample::p999_ns, &IommuLockLabCell::p999_ns},
+    {"max_ns", &IommuRunSample::max_ns, &IommuLockLabCell::max_ns},
+    {"updates_per_s", &IommuRunSample::updates_per_s, &IommuLockLabCell::updates_per_s},
+    {"translations_per_update", &IommuRunSample::translations_per_update,
+     &IommuLockLabCell::translations_per_update},
+    {"writer_cpu_pct", &IommuRunSample::writer_cpu_pct, &IommuLockLabCell::writer_cpu_pct},
+};
 
 // "12.3 M ±1.2 M": large counts and rates.
 std::string si_with_ci(const Summary& s) { return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half)); }
-
-nlohmann::json ratio_json(const Ratio& r) { return {{"value", r.value}, {"ci95_half", r.ci95_half}}; }
 
 std::string mix_label(const IommuLockLabConfig& config, IommuMix mix) {
   return mix == IommuMix::kMixed ? fmt::format("{}:1", config.reads_per_update) : "read-only";
@@ -369,20 +367,71 @@ IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
       }
       for (std::size_t k = 0; k < policies; ++k) {
         IommuLockLabCell& cell = result.cells[first + k];
-        cell.translations_per_s = summarize_field(cell.samples, &IommuRunSample::translations_per_s);
-        cell.wall_ns_per_translation = summarize_field(cell.samples, &IommuRunSample::wall_ns_per_translation);
-        cell.cpu_ns_per_translation = summarize_field(cell.samples, &IommuRunSample::cpu_ns_per_translation);
-        cell.p999_ns = summarize_field(cell.samples, &IommuRunSample::p999_ns);
-        cell.max_ns = summarize_field(cell.samples, &IommuRunSample::max_ns);
-        cell.updates_per_s = summarize_field(cell.samples, &IommuRunSample::updates_per_s);
-        cell.translations_per_update = summarize_field(cell.samples, &IommuRunSample::translations_per_update);
-        cell.writer_cpu_pct = summarize_field(cell.samples, &IommuRunSample::writer_cpu_pct);
+        summarize_fields(cell, kFields);
         for (const auto& s : cell.samples) cell.mismatches += s.mismatches;
       }
     }
   }
   return result;
 }
+
+IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell& mutex) {
+  IommuVsMutex v;
+  v.wall_ns = ratio_vs_baseline(cell.wall_ns_per_translation, mutex.wall_ns_per_translation,
+                                Direction::kLowerIsBetter);
+  v.cpu_ns =
+      ratio_vs_baseline(cell.cpu_ns_per_translation, mutex.cpu_ns_per_translation, Direction::kLowerIsBetter);
+  v.translations_per_s =
+      ratio_vs_baseline(cell.translations_per_s, mutex.translations_per_s, Direction::kHigherIsBetter);
+  if (cell.mix == IommuMix::kMixed) {
+    v.updates_per_s = ratio_vs_baseline(cell.updates_per_s, mutex.updates_per_s, Direction::kHigherIsBetter);
+  }
+  return v;
+}
+
+namespace {
+
+// Each policy but the mutex against the mutex, for one mix: the ratio of wall ns per
+// translation with its CI and verdict, and the writer's updates/s for the mix.
+void print_verdict_table(const IommuLockLabResult& result, IommuMix mix, std::ostream& out) {
+  const IommuLockLabConfig& config = result.config;
+  const bool mixed = mix == IommuMix::kMixed;
+  out << fmt::format(
+      "mix {} vs mutex: ratio of means ±95% CI and verdict - better/worse: the CI excludes 1 "
+      "(ns per translation: lower is better{}), noise: it contains 1\n",
+      mix_label(config, mix), mixed ? "; updates/s: higher is better" : "");
+  std::vector<std::string> headers{"threads", "policy", "ns/translation ×mutex", "ns verdict"};
+  if (mixed) {
+    headers.push_back("updates/s ×mutex");
+    headers.push_back("updates verdict");
+  }
+  TextTable table(headers);
+  bool any = false;
+  for (int t : config.threads) {
+    const IommuLockLabCell* base = result.find(t, mix, GuardPolicy::kMutex);
+    if (base == nullptr) continue;
+    for (GuardPolicy policy : config.policies) {
+      if (policy == GuardPolicy::kMutex) continue;
+      const IommuVsMutex v = iommu_vs_mutex(*result.find(t, mix, policy), *base);
+      std::vector<std::string> row{std::to_string(t), std::string(sync::to_string(policy)),
+                                   ratio_text(v.wall_ns), std::string(to_string(v.wall_ns.verdict))};
+      if (mixed) {
+        row.push_back(ratio_text(v.updates_per_s));
+        row.push_back(std::string(to_string(v.updates_per_s.verdict)));
+      }
+      table.add_row(std::move(row));
+      any = true;
+    }
+  }
+  if (any) {
+    table.print(out);
+  } else {
+    out << "(no verdicts: the mutex baseline is not among the policies)\n";
+  }
+  out << "\n";
+}
+
+}  // namespace
 
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
   const IommuLockLabConfig& config = result.config;
@@ -410,6 +459,7 @@ void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out
     }
     seed_table.print(out);
     out << "\n";
+    print_verdict_table(result, mix, out);
   }
 
   TextTable detail({"threads", "mix", "policy", "translations/s", "vs mutex", "wall ns", "CPU ns", "CPU vs mutex",
@@ -460,46 +510,67 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
   for (const auto& cell : result.cells) {
     nlohmann::json samples = nlohmann::json::array();
     for (const auto& s : cell.samples) {
-      samples.push_back({{"translations_per_s", s.translations_per_s},
-                         {"wall_ns_per_translation", s.wall_ns_per_translation},
-                         {"cpu_ns_per_translation", s.cpu_ns_per_translation},
-                         {"p999_ns", s.p999_ns},
-                         {"max_ns", s.max_ns},
-                         {"updates_per_s", s.updates_per_s},
-                         {"translations_per_update", s.translations_per_update},
-                         {"writer_cpu_pct", s.writer_cpu_pct},
-                         {"translations", s.translations},
-                         {"updates", s.updates},
-                         {"mismatches", s.mismatches},
-                         {"latency_samples", s.latency_samples}});
+      nlohmann::json sample = sample_json(s, kFields);
+      sample["translations"] = s.translations;
+      sample["updates"] = s.updates;
+      sample["mismatches"] = s.mismatches;
+      sample["latency_samples"] = s.latency_samples;
+      samples.push_back(std::move(sample));
     }
-    nlohmann::json entry = {{"threads", cell.threads},
-                            {"mix", std::string(to_string(cell.mix))},
-                            {"policy", std::string(sync::to_string(cell.policy))},
-                            {"translations_per_s", summary_json(cell.translations_per_s)},
-                            {"wall_ns_per_translation", summary_json(cell.wall_ns_per_translation)},
-                            {"cpu_ns_per_translation", summary_json(cell.cpu_ns_per_translation)},
-                            {"p999_ns", summary_json(cell.p999_ns)},
-                            {"max_ns", summary_json(cell.max_ns)},
-                            {"updates_per_s", summary_json(cell.updates_per_s)},
-                            {"translations_per_update", summary_json(cell.translations_per_update)},
-                            {"writer_cpu_pct", summary_json(cell.writer_cpu_pct)},
-                            {"mismatches", cell.mismatches},
-                            {"samples", samples}};
+    nlohmann::json entry = fields_json(cell, kFields);
+    entry["threads"] = cell.threads;
+    entry["mix"] = std::string(to_string(cell.mix));
+    entry["policy"] = std::string(sync::to_string(cell.policy));
+    entry["mismatches"] = cell.mismatches;
+    entry["samples"] = std::move(samples);
     if (const IommuLockLabCell* base = result.find(cell.threads, cell.mix, GuardPolicy::kMutex)) {
+      // Each ratio with its verdict ("better": which way is better for that figure).
+      const IommuVsMutex v = iommu_vs_mutex(cell, *base);
       entry["vs_mutex"] = {
-          {"translations_per_s", ratio_json(ratio_of_means(cell.translations_per_s, base->translations_per_s))},
-          {"wall_ns_per_translation",
-           ratio_json(ratio_of_means(cell.wall_ns_per_translation, base->wall_ns_per_translation))},
-          {"cpu_ns_per_translation",
-           ratio_json(ratio_of_means(cell.cpu_ns_per_translation, base->cpu_ns_per_translation))},
-          {"p999_ns", ratio_json(ratio_of_means(cell.p999_ns, base->p999_ns))}};
+          {"translations_per_s", ratio_json(v.translations_per_s)},
+          {"wall_ns_per_translation", ratio_json(v.wall_ns)},
+          {"cpu_ns_per_translation", ratio_json(v.cpu_ns)},
+          {"p999_ns", ratio_json(ratio_vs_baseline(cell.p999_ns, base->p999_ns, Direction::kLowerIsBetter))}};
+      if (cell.mix == IommuMix::kMixed) entry["vs_mutex"]["updates_per_s"] = ratio_json(v.updates_per_s);
     }
     cells.push_back(std::move(entry));
   }
   j["cells"] = cells;
   j["mismatches"] = result.total_mismatches();
   return j;
+}
+
+std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result) {
+  const IommuLockLabConfig& config = result.config;
+  std::vector<BarChart> charts;
+  for (IommuMix mix : config.mixes) {
+    BarChart wall{fmt::format("mix {}: wall ns per translation", mix_label(config, mix)),
+                  "ns (lower is better)",
+                  {},
+                  {}};
+    BarChart cpu{fmt::format("mix {}: CPU ns per translation", mix_label(config, mix)),
+                 "ns (lower is better)",
+                 {},
+                 {}};
+    for (int t : config.threads) {
+      wall.groups.push_back(fmt::format("{} thread{}", t, t == 1 ? "" : "s"));
+      cpu.groups.push_back(wall.groups.back());
+    }
+    for (GuardPolicy policy : config.policies) {
+      BarSeries w{std::string(sync::to_string(policy)), {}, {}};
+      BarSeries c{w.name, {}, {}};
+      for (int t : config.threads) {
+        const IommuLockLabCell* cell = result.find(t, mix, policy);
+        add_bar(w, cell->wall_ns_per_translation);
+        add_bar(c, cell->cpu_ns_per_translation);
+      }
+      wall.series.push_back(std::move(w));
+      cpu.series.push_back(std::move(c));
+    }
+    charts.push_back(std::move(wall));
+    charts.push_back(std::move(cpu));
+  }
+  return charts;
 }
 
 }  // namespace uvhost::bench::lab

@@ -143,22 +143,23 @@ void producer_main(datapath::Worker& worker, LabQueue& q, KickPath path, const s
   q.cpu_ns = thread_cpu_ns() - cpu_start;
 }
 
-double per_second(double count, int64_t wall_ns) {
-  return wall_ns > 0 ? count * 1e9 / static_cast<double>(wall_ns) : 0.0;
-}
-
-Summary summarize_field(const std::vector<WorkqueueDatapathSample>& samples,
-                        double WorkqueueDatapathSample::*field) {
-  std::vector<double> values;
-  values.reserve(samples.size());
-  for (const auto& s : samples) values.push_back(s.*field);
-  return summarize(values);
-}
-
-nlohmann::json summary_json(const Summary& s) {
-  return {{"mean", s.mean}, {"ci95_half", s.ci95_half}, {"stddev", s.stddev},
-          {"min", s.min},   {"max", s.max},             {"n", s.n}};
-}
+// The figures of a run, each summarized per cell (mean and 95% CI over the runs).
+using Field = LabField<WorkqueueDatapathSample, WorkqueueDatapathCell>;
+constexpr Field kFields[] = {
+    {"kicks_written_per_s", &WorkqueueDatapathSample::kicks_written_per_s,
+     &WorkqueueDatapathCell::kicks_written_per_s},
+    {"kicks_handled_per_s", &WorkqueueDatapathSample::kicks_handled_per_s,
+     &WorkqueueDatapathCell::kicks_handled_per_s},
+    {"handler_runs_per_s", &WorkqueueDatapathSample::handler_runs_per_s,
+     &WorkqueueDatapathCell::handler_runs_per_s},
+    {"worker_cpu_pct", &WorkqueueDatapathSample::worker_cpu_pct, &WorkqueueDatapathCell::worker_cpu_pct},
+    {"producer_cpu_pct", &WorkqueueDatapathSample::producer_cpu_pct,
+     &WorkqueueDatapathCell::producer_cpu_pct},
+    {"signal_ns", &WorkqueueDatapathSample::signal_ns, &WorkqueueDatapathCell::signal_ns},
+    {"wakeups_per_s", &WorkqueueDatapathSample::wakeups_per_s, &WorkqueueDatapathCell::wakeups_per_s},
+    {"epoll_waits_per_s", &WorkqueueDatapathSample::epoll_waits_per_s,
+     &WorkqueueDatapathCell::epoll_waits_per_s},
+};
 
 }  // namespace
 
@@ -338,19 +339,18 @@ WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig
       }
       for (std::size_t k = 0; k < config.strategies.size(); ++k) {
         WorkqueueDatapathCell& cell = result.cells[first + k];
-        cell.kicks_written_per_s = summarize_field(cell.samples, &WorkqueueDatapathSample::kicks_written_per_s);
-        cell.kicks_handled_per_s = summarize_field(cell.samples, &WorkqueueDatapathSample::kicks_handled_per_s);
-        cell.handler_runs_per_s = summarize_field(cell.samples, &WorkqueueDatapathSample::handler_runs_per_s);
-        cell.worker_cpu_pct = summarize_field(cell.samples, &WorkqueueDatapathSample::worker_cpu_pct);
-        cell.producer_cpu_pct = summarize_field(cell.samples, &WorkqueueDatapathSample::producer_cpu_pct);
-        cell.signal_ns = summarize_field(cell.samples, &WorkqueueDatapathSample::signal_ns);
-        cell.wakeups_per_s = summarize_field(cell.samples, &WorkqueueDatapathSample::wakeups_per_s);
-        cell.epoll_waits_per_s = summarize_field(cell.samples, &WorkqueueDatapathSample::epoll_waits_per_s);
+        summarize_fields(cell, kFields);
         for (const auto& s : cell.samples) cell.lost += s.lost;
       }
     }
   }
   return result;
+}
+
+StrategyVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
+                                            const WorkqueueDatapathCell& base) {
+  return strategy_verdicts(cell.kicks_handled_per_s, base.kicks_handled_per_s, cell.worker_cpu_pct,
+                           base.worker_cpu_pct);
 }
 
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out) {
@@ -385,6 +385,18 @@ void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std:
     }
     seed_table.print(out);
     out << "\n";
+
+    if (strategies.size() > 1) {
+      std::vector<StrategyVerdictRow> rows;
+      for (int queues : result.config.queues) {
+        const WorkqueueDatapathCell* base = result.find(path, queues, strategies[0]);
+        for (std::size_t k = 1; k < strategies.size(); ++k) {
+          rows.push_back({queues, strategies[k],
+                          datapath_strategy_verdicts(*result.find(path, queues, strategies[k]), *base)});
+        }
+      }
+      print_strategy_verdicts("queues", "kicks handled/s", strategies[0], rows, out);
+    }
 
     TextTable detail({"queues", "strategy", "written/s", "handled/s", "handler runs/s", "worker %", "producers %",
                       "signal ns", "wakeups/s", "epoll waits/s", "lost"});
@@ -423,47 +435,63 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
   for (const auto& cell : result.cells) {
     nlohmann::json samples = nlohmann::json::array();
     for (const auto& s : cell.samples) {
-      samples.push_back({{"kicks_written_per_s", s.kicks_written_per_s},
-                         {"kicks_handled_per_s", s.kicks_handled_per_s},
-                         {"handler_runs_per_s", s.handler_runs_per_s},
-                         {"worker_cpu_pct", s.worker_cpu_pct},
-                         {"producer_cpu_pct", s.producer_cpu_pct},
-                         {"signal_ns", s.signal_ns},
-                         {"wakeups_per_s", s.wakeups_per_s},
-                         {"epoll_waits_per_s", s.epoll_waits_per_s},
-                         {"kicks_written", s.kicks_written},
-                         {"kicks_consumed", s.kicks_consumed},
-                         {"handler_runs", s.handler_runs},
-                         {"lost", s.lost}});
+      nlohmann::json sample = sample_json(s, kFields);
+      sample["kicks_written"] = s.kicks_written;
+      sample["kicks_consumed"] = s.kicks_consumed;
+      sample["handler_runs"] = s.handler_runs;
+      sample["lost"] = s.lost;
+      samples.push_back(std::move(sample));
     }
-    nlohmann::json entry = {{"path", std::string(to_string(cell.path))},
-                            {"queues", cell.queues},
-                            {"strategy", std::string(sync::to_string(cell.strategy))},
-                            {"kicks_written_per_s", summary_json(cell.kicks_written_per_s)},
-                            {"kicks_handled_per_s", summary_json(cell.kicks_handled_per_s)},
-                            {"handler_runs_per_s", summary_json(cell.handler_runs_per_s)},
-                            {"worker_cpu_pct", summary_json(cell.worker_cpu_pct)},
-                            {"producer_cpu_pct", summary_json(cell.producer_cpu_pct)},
-                            {"signal_ns", summary_json(cell.signal_ns)},
-                            {"wakeups_per_s", summary_json(cell.wakeups_per_s)},
-                            {"epoll_waits_per_s", summary_json(cell.epoll_waits_per_s)},
-                            {"lost", cell.lost},
-                            {"samples", samples}};
+    nlohmann::json entry = fields_json(cell, kFields);
+    entry["path"] = std::string(to_string(cell.path));
+    entry["queues"] = cell.queues;
+    entry["strategy"] = std::string(sync::to_string(cell.strategy));
+    entry["lost"] = cell.lost;
+    entry["samples"] = std::move(samples);
     if (const WorkqueueDatapathCell* base = result.find(cell.path, cell.queues, c.strategies.front())) {
-      const Ratio cpu = ratio_of_means(cell.worker_cpu_pct, base->worker_cpu_pct);
-      const Ratio handled = ratio_of_means(cell.kicks_handled_per_s, base->kicks_handled_per_s);
-      const Ratio producers = ratio_of_means(cell.producer_cpu_pct, base->producer_cpu_pct);
+      const StrategyVerdicts v = datapath_strategy_verdicts(cell, *base);
       entry["vs_first_strategy"] = {
           {"strategy", std::string(sync::to_string(c.strategies.front()))},
-          {"worker_cpu_pct", {{"value", cpu.value}, {"ci95_half", cpu.ci95_half}}},
-          {"kicks_handled_per_s", {{"value", handled.value}, {"ci95_half", handled.ci95_half}}},
-          {"producer_cpu_pct", {{"value", producers.value}, {"ci95_half", producers.ci95_half}}}};
+          {"worker_cpu_pct", ratio_json(v.worker_cpu)},
+          {"kicks_handled_per_s", ratio_json(v.throughput)},
+          {"producer_cpu_pct", ratio_json(ratio_vs_baseline(cell.producer_cpu_pct, base->producer_cpu_pct,
+                                                            Direction::kLowerIsBetter))}};
     }
     cells.push_back(std::move(entry));
   }
   j["cells"] = cells;
   j["lost"] = result.total_lost();
   return j;
+}
+
+std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& result) {
+  std::vector<BarChart> charts;
+  for (KickPath path : result.config.paths) {
+    BarChart handled{
+        fmt::format("datapath Worker, {} kicks: kicks handled", to_string(path)), "kicks per second", {}, {}};
+    BarChart cpu{fmt::format("datapath Worker, {} kicks: worker CPU", to_string(path)),
+                 "% of one core (lower is better)",
+                 {},
+                 {}};
+    for (int queues : result.config.queues) {
+      handled.groups.push_back(fmt::format("{} queue{}", queues, queues == 1 ? "" : "s"));
+      cpu.groups.push_back(handled.groups.back());
+    }
+    for (EnqueueStrategy strategy : result.config.strategies) {
+      BarSeries h{std::string(sync::to_string(strategy)), {}, {}};
+      BarSeries w{h.name, {}, {}};
+      for (int queues : result.config.queues) {
+        const WorkqueueDatapathCell* cell = result.find(path, queues, strategy);
+        add_bar(h, cell->kicks_handled_per_s);
+        add_bar(w, cell->worker_cpu_pct);
+      }
+      handled.series.push_back(std::move(h));
+      cpu.series.push_back(std::move(w));
+    }
+    charts.push_back(std::move(handled));
+    charts.push_back(std::move(cpu));
+  }
+  return charts;
 }
 
 }  // namespace uvhost::bench::lab

@@ -51,6 +51,8 @@ double burn_iterations_per_ns() {
   return rate;
 }
 
+constexpr int kMaxWindowExtensionMs = 10'000;
+
 void sleep_until_ns(int64_t deadline_ns) noexcept {
   timespec ts{deadline_ns / 1'000'000'000, deadline_ns % 1'000'000'000};
   clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
@@ -120,20 +122,20 @@ void saturating_loop(sync::WorkQueue& wq, Producer& p, const std::atomic<bool>& 
   }
 }
 
-double per_second(double count, int64_t wall_ns) {
-  return wall_ns > 0 ? count * 1e9 / static_cast<double>(wall_ns) : 0.0;
-}
+// The figures of a run, each summarized per cell (mean and 95% CI over the runs).
+using Field = LabField<WorkqueueRunSample, WorkqueueLabCell>;
+constexpr Field kFields[] = {
+    {"offered_per_s", &WorkqueueRunSample::offered_per_s, &WorkqueueLabCell::offered_per_s},
+    {"throughput", &WorkqueueRunSample::throughput, &WorkqueueLabCell::throughput},
+    {"worker_cpu_pct", &WorkqueueRunSample::worker_cpu_pct, &WorkqueueLabCell::worker_cpu_pct},
+    {"producer_cpu_pct", &WorkqueueRunSample::producer_cpu_pct, &WorkqueueLabCell::producer_cpu_pct},
+    {"enqueue_ns", &WorkqueueRunSample::enqueue_ns, &WorkqueueLabCell::enqueue_ns},
+    {"wakeups_per_s", &WorkqueueRunSample::wakeups_per_s, &WorkqueueLabCell::wakeups_per_s},
+    {"parks_per_s", &WorkqueueRunSample::parks_per_s, &WorkqueueLabCell::parks_per_s},
+};
 
-Summary summarize_field(const std::vector<WorkqueueRunSample>& samples, double WorkqueueRunSample::*field) {
-  std::vector<double> values;
-  values.reserve(samples.size());
-  for (const auto& s : samples) values.push_back(s.*field);
-  return summarize(values);
-}
-
-nlohmann::json summary_json(const Summary& s) {
-  return {{"mean", s.mean}, {"ci95_half", s.ci95_half}, {"stddev", s.stddev},
-          {"min", s.min},   {"max", s.max},             {"n", s.n}};
+StrategyVerdicts cell_verdicts(const WorkqueueLabCell& cell, const WorkqueueLabCell& base) {
+  return strategy_verdicts(cell.throughput, base.throughput, cell.worker_cpu_pct, base.worker_cpu_pct);
 }
 
 }  // namespace
@@ -202,6 +204,14 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
   go.notify_all();
   std::this_thread::sleep_for(std::chrono::milliseconds(config.duration_ms));
   sync::WorkQueueStats after = wq.stats();
+  // On an oversubscribed machine (or under a sanitizer) a short window can pass before
+  // the producers or the worker ever got a CPU; a run that measured nothing is not a
+  // sample. The window is then extended (bounded) until the worker has run an item;
+  // rates divide by the real window, so the extension is accounted for.
+  for (int waited_ms = 0; after.items_run == before.items_run && waited_ms < kMaxWindowExtensionMs; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    after = wq.stats();
+  }
   int64_t wall = monotonic_ns() - t0;
   stop.store(true, std::memory_order_relaxed);  // relaxed: join() below orders the results
   for (auto& t : workers) t.join();
@@ -254,18 +264,39 @@ WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
         }
       }
     }
-    for (std::size_t k = 0; k < config.strategies.size(); ++k) {
-      WorkqueueLabCell& cell = result.cells[first + k];
-      cell.offered_per_s = summarize_field(cell.samples, &WorkqueueRunSample::offered_per_s);
-      cell.throughput = summarize_field(cell.samples, &WorkqueueRunSample::throughput);
-      cell.worker_cpu_pct = summarize_field(cell.samples, &WorkqueueRunSample::worker_cpu_pct);
-      cell.producer_cpu_pct = summarize_field(cell.samples, &WorkqueueRunSample::producer_cpu_pct);
-      cell.enqueue_ns = summarize_field(cell.samples, &WorkqueueRunSample::enqueue_ns);
-      cell.wakeups_per_s = summarize_field(cell.samples, &WorkqueueRunSample::wakeups_per_s);
-      cell.parks_per_s = summarize_field(cell.samples, &WorkqueueRunSample::parks_per_s);
-    }
+    for (std::size_t k = 0; k < config.strategies.size(); ++k)
+      summarize_fields(result.cells[first + k], kFields);
   }
   return result;
+}
+
+StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& base_throughput,
+                                   const Summary& worker_cpu, const Summary& base_worker_cpu) {
+  return {ratio_vs_baseline(throughput, base_throughput, Direction::kHigherIsBetter),
+          ratio_vs_baseline(worker_cpu, base_worker_cpu, Direction::kLowerIsBetter)};
+}
+
+void print_strategy_verdicts(const std::string& count_header, const std::string& throughput_name,
+                             EnqueueStrategy baseline, const std::vector<StrategyVerdictRow>& rows,
+                             std::ostream& out) {
+  const std::string base(sync::to_string(baseline));
+  out << fmt::format(
+      "vs {}: ratio of means ±95% CI and verdict - better/worse: the CI excludes 1 ({}: higher "
+      "is better; worker CPU: lower is better), noise: it contains 1\n",
+      base, throughput_name);
+  TextTable table(
+      {count_header, "strategy", throughput_name + " ×" + base, "verdict", "worker CPU ×" + base, "verdict"});
+  int last = -1;
+  for (const StrategyVerdictRow& row : rows) {
+    if (last != -1 && row.count != last) table.add_separator();
+    last = row.count;
+    table.add_row(
+        {std::to_string(row.count), std::string(sync::to_string(row.strategy)),
+         ratio_text(row.verdicts.throughput), std::string(to_string(row.verdicts.throughput.verdict)),
+         ratio_text(row.verdicts.worker_cpu), std::string(to_string(row.verdicts.worker_cpu.verdict))});
+  }
+  table.print(out);
+  out << "\n";
 }
 
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out) {
@@ -297,6 +328,17 @@ void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out)
   }
   seed_table.print(out);
   out << "\n";
+
+  if (strategies.size() > 1) {
+    std::vector<StrategyVerdictRow> rows;
+    for (int threads : result.config.threads) {
+      const WorkqueueLabCell* base = result.find(threads, strategies[0]);
+      for (std::size_t k = 1; k < strategies.size(); ++k) {
+        rows.push_back({threads, strategies[k], cell_verdicts(*result.find(threads, strategies[k]), *base)});
+      }
+    }
+    print_strategy_verdicts("threads", "throughput", strategies[0], rows, out);
+  }
 
   TextTable detail({"threads", "strategy", "offered/s", "tp (items/s)", "worker %", "producers %",
                     "enqueue ns", "wakeups/s", "parks/s"});
@@ -330,25 +372,42 @@ nlohmann::json workqueue_lab_json(const WorkqueueLabResult& result) {
   nlohmann::json cells = nlohmann::json::array();
   for (const auto& cell : result.cells) {
     nlohmann::json samples = nlohmann::json::array();
-    for (const auto& s : cell.samples) {
-      samples.push_back({{"offered_per_s", s.offered_per_s},       {"throughput", s.throughput},
-                         {"worker_cpu_pct", s.worker_cpu_pct},     {"producer_cpu_pct", s.producer_cpu_pct},
-                         {"enqueue_ns", s.enqueue_ns},             {"wakeups_per_s", s.wakeups_per_s},
-                         {"parks_per_s", s.parks_per_s}});
+    for (const auto& s : cell.samples) samples.push_back(sample_json(s, kFields));
+    nlohmann::json entry = fields_json(cell, kFields);
+    entry["threads"] = cell.threads;
+    entry["strategy"] = std::string(sync::to_string(cell.strategy));
+    entry["samples"] = std::move(samples);
+    if (const WorkqueueLabCell* base = result.find(cell.threads, c.strategies.front())) {
+      const StrategyVerdicts v = cell_verdicts(cell, *base);
+      entry["vs_first_strategy"] = {{"strategy", std::string(sync::to_string(c.strategies.front()))},
+                                    {"throughput", ratio_json(v.throughput)},
+                                    {"worker_cpu_pct", ratio_json(v.worker_cpu)}};
     }
-    cells.push_back({{"threads", cell.threads},
-                     {"strategy", std::string(sync::to_string(cell.strategy))},
-                     {"offered_per_s", summary_json(cell.offered_per_s)},
-                     {"throughput", summary_json(cell.throughput)},
-                     {"worker_cpu_pct", summary_json(cell.worker_cpu_pct)},
-                     {"producer_cpu_pct", summary_json(cell.producer_cpu_pct)},
-                     {"enqueue_ns", summary_json(cell.enqueue_ns)},
-                     {"wakeups_per_s", summary_json(cell.wakeups_per_s)},
-                     {"parks_per_s", summary_json(cell.parks_per_s)},
-                     {"samples", samples}});
+    cells.push_back(std::move(entry));
   }
   j["cells"] = cells;
   return j;
+}
+
+std::vector<BarChart> workqueue_charts(const WorkqueueLabResult& result) {
+  BarChart throughput{"WorkQueue: throughput", "work items run per second", {}, {}};
+  BarChart cpu{"WorkQueue: worker CPU", "% of one core (lower is better)", {}, {}};
+  for (int threads : result.config.threads) {
+    throughput.groups.push_back(fmt::format("{} producer{}", threads, threads == 1 ? "" : "s"));
+    cpu.groups.push_back(throughput.groups.back());
+  }
+  for (EnqueueStrategy strategy : result.config.strategies) {
+    BarSeries tp{std::string(sync::to_string(strategy)), {}, {}};
+    BarSeries worker{tp.name, {}, {}};
+    for (int threads : result.config.threads) {
+      const WorkqueueLabCell* cell = result.find(threads, strategy);
+      add_bar(tp, cell->throughput);
+      add_bar(worker, cell->worker_cpu_pct);
+    }
+    throughput.series.push_back(std::move(tp));
+    cpu.series.push_back(std::move(worker));
+  }
+  return {std::move(throughput), std::move(cpu)};
 }
 
 }  // namespace uvhost::bench::lab

@@ -1,7 +1,8 @@
-// lab_cli_e2e_test.cpp - `uvhost lab busypoll` and `uvhost lab busyloop-intr` through
-// the command itself (UVHOST_BINARY), with tiny runs: exit status, the tables' shape,
-// and the JSON they promise (every configuration's runs, the comparisons against the
-// baseline), plus the plot file. Invariants only, never speeds.
+// lab_cli_e2e_test.cpp - `uvhost lab busypoll`, `busyloop-intr`, `iommu-lock`,
+// `workqueue` and `delegation` through the command itself (UVHOST_BINARY), with tiny
+// runs: exit status, the tables' shape, and the JSON they promise (every
+// configuration's runs, the comparisons against the baseline with their verdicts),
+// plus the plot file. Invariants only, never speeds.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -93,6 +94,92 @@ TEST_F(LabCli, BusyloopIntrPutsSeveralQueuesOnOneWorker) {
   EXPECT_EQ(j["points"][0]["runs"]["accurate"].size(), 2u);
   const auto& thu = j["points"][0]["vs_baseline"]["accurate"]["thu"];
   EXPECT_TRUE(thu["verdict"] == "better" || thu["verdict"] == "worse" || thu["verdict"] == "noise") << thu.dump();
+}
+
+// The sync-level labs: a verdict per variant against the baseline in the table and in
+// the JSON, and a PNG plot.
+bool is_verdict(const nlohmann::json& v) {
+  return v == "better" || v == "worse" || v == "noise";
+}
+
+void expect_png(const fs::path& path) {
+  ASSERT_TRUE(fs::exists(path)) << path;
+  EXPECT_GT(fs::file_size(path), 1000u) << path;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG") << path;
+}
+
+TEST_F(LabCli, IommuLockGivesEachPolicyAVerdictAgainstTheMutexAndPlots) {
+  const fs::path json = dir_ / "iommu.json", plot = dir_ / "iommu.png";
+  const Ran r =
+      run("lab iommu-lock --threads 2 --policies mutex,rwsem,rcu --runs 2 --duration-ms 50 --quiet --json " +
+          json.string() + " --plot " + plot.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text :
+       {"vs mutex", "ns/translation ×mutex", "ns verdict", "updates verdict", "lower is better"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["cells"].size(), 6u);  // 1 thread count x 2 mixes x 3 policies
+  for (const auto& cell : j["cells"]) {
+    EXPECT_TRUE(is_verdict(cell["vs_mutex"]["wall_ns_per_translation"]["verdict"]))
+        << cell["vs_mutex"].dump();
+    EXPECT_EQ(cell["vs_mutex"]["wall_ns_per_translation"]["better"], "lower");
+    if (cell["mix"] == "mix") {
+      EXPECT_TRUE(is_verdict(cell["vs_mutex"]["updates_per_s"]["verdict"])) << cell["vs_mutex"].dump();
+    }
+  }
+  expect_png(plot);
+}
+
+TEST_F(LabCli, WorkqueueGivesEachStrategyAVerdictInBothHalvesAndPlots) {
+  const fs::path json = dir_ / "wq.json", plot = dir_ / "wq.png";
+  const Ran r =
+      run("lab workqueue --threads 2 --queues 2 --kick-paths inject --datapath --runs 2 --duration-ms 50 "
+          "--rate 4000 --quiet --json " +
+          json.string() + " --plot " + plot.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text :
+       {"throughput ×locked_wake", "kicks handled/s ×locked_wake", "worker CPU ×locked_wake"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["cells"].size(), 3u);
+  for (const auto& cell : j["cells"]) {
+    EXPECT_TRUE(is_verdict(cell["vs_first_strategy"]["throughput"]["verdict"]))
+        << cell["vs_first_strategy"].dump();
+    EXPECT_TRUE(is_verdict(cell["vs_first_strategy"]["worker_cpu_pct"]["verdict"]))
+        << cell["vs_first_strategy"].dump();
+  }
+  ASSERT_EQ(j["datapath"]["cells"].size(), 3u);
+  for (const auto& cell : j["datapath"]["cells"]) {
+    const auto& vs = cell["vs_first_strategy"];
+    EXPECT_TRUE(is_verdict(vs["kicks_handled_per_s"]["verdict"])) << vs.dump();
+    EXPECT_TRUE(is_verdict(vs["worker_cpu_pct"]["verdict"])) << vs.dump();
+  }
+  expect_png(plot);
+}
+
+TEST_F(LabCli, DelegationGivesEachLockAVerdictAgainstStdMutexPerStructureAndPlots) {
+  const fs::path json = dir_ / "delegation.json", plot = dir_ / "delegation.png";
+  const Ran r =
+      run("lab delegation --structures slab,pool --locks std::mutex,delegation --threads 2 --runs 2 "
+          "--duration-ms 50 --quiet --json " +
+          json.string() + " --plot " + plot.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("verdict"), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["reports"].size(), 2u);
+  for (const auto& report : j["reports"]) {
+    ASSERT_EQ(report["points"].size(), 2u) << report["structure"];
+    for (const auto& point : report["points"]) {
+      EXPECT_TRUE(is_verdict(point["vs_mutex"]["verdict"]))
+          << report["structure"] << " " << point["vs_mutex"].dump();
+    }
+  }
+  expect_png(plot);
 }
 
 TEST_F(LabCli, RefusesAnUnknownWorkload) {

@@ -23,9 +23,9 @@ RunOptions quick_options() {
 }
 
 bool is_backend_worker(const ThreadCpu& t) {
-  // Datapath workers are named <port>.w<i> (the port is "bench"); older builds name
-  // every worker thread "uvhost-worker".
-  return t.side == "backend" && (t.name.rfind("bench.w", 0) == 0 || t.name == "uvhost-worker");
+  // Datapath worker threads are named after their worker, <port>.w<i> (the port is
+  // "bench").
+  return t.side == "backend" && t.name.rfind("bench.w", 0) == 0;
 }
 
 void check_invariants(const Point& point, const RunResult& r) {

@@ -66,6 +66,11 @@ struct AbComparison {
   bool valid() const noexcept { return verdict != Verdict::kInvalid; }
 };
 
+// The verdict rule on its own, for a CI of the relative difference computed elsewhere
+// (the labs' ratio_of_means: pass ratio - 1): noise when [ci_low, ci_high] contains 0,
+// otherwise better or worse by `direction`. compare_ab() uses it too.
+Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) noexcept;
+
 // Compares b against a. kPairedT needs a.size() == b.size(); kWelch does not.
 AbComparison compare_ab(std::span<const double> a, std::span<const double> b, AbMethod method,
                         Direction direction = Direction::kHigherIsBetter);
@@ -81,5 +86,18 @@ struct Proportion {
   double high = 0;
 };
 Proportion wilson_interval(std::size_t successes, std::size_t trials);
+
+// Power of the paired t, for planning how many runs a comparison needs. `log_ratio_sd`
+// is the standard deviation of the per-round log ratios ln(b/a) seen when A and B are
+// the same (an A/A comparison). With the usual normal-shift approximation, a true
+// difference delta (in log ratio) is found with probability `power` by a two-sided 5%
+// test on n pairs when delta >= (t(0.975, n-1) + t(power, n-1)) * sd / sqrt(n).
+// The smallest relative effect (exp(delta) - 1) found with that power at `pairs` pairs;
+// +inf when pairs < 2 or sd is not finite.
+double paired_t_detectable_effect(double log_ratio_sd, std::size_t pairs, double power = 0.8);
+// The fewest pairs (at least 2) that find a relative effect of `effect` (e.g. 0.03,
+// either direction) with that power; 0 when even max_pairs are not enough.
+std::size_t paired_t_pairs_needed(double log_ratio_sd, double effect, double power = 0.8,
+                                  std::size_t max_pairs = 10000);
 
 }  // namespace uvhost::bench

@@ -8,7 +8,8 @@
 //    difference", so at least 95% of them must say noise (the false-alarm rate a 95%
 //    CI promises).
 //  - A/B: `trials` comparisons of A against B = A slowed down by `slowdown` (3% by
-//    default): B's frontend busy-waits Config::frontend_spin_ns per packet. The truth is
+//    default): B's frontend does Config::frontend_spin_ns of CPU work per packet
+//    (injected_work.h: a fixed iteration count, not a clock-timed wait). The truth is
 //    "B is worse", so at least 80% of them must say worse (the power to see a
 //    difference of that size).
 // Trial i runs its A/A comparison, then its A/B comparison, each exactly as
@@ -83,6 +84,12 @@ struct CalibrateResult {
   // difference (about -slowdown / (1 + slowdown) when the pilot sized the spin right;
   // far off when the pilot runs were disturbed). 0 without valid trials.
   double measured_ab_effect() const;
+  // The run-to-run spread the comparisons worked against: the standard deviation of
+  // the per-round log ratios ln(B/A) of thu over the A/A trials (pooled: the root of
+  // the mean of each trial's variance). With paired_t_detectable_effect() /
+  // paired_t_pairs_needed() it says what the run count can see on this machine, and
+  // how many runs a `slowdown` needs. NaN without A/A trials.
+  double aa_log_ratio_sd() const;
 };
 
 // Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0),

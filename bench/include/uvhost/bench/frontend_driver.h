@@ -23,8 +23,8 @@
 //        matches no outstanding request fails the run.
 //    Sessions of stream-tx are spread the same way (pairs without one stay idle);
 //    stream-rx receives on every pair (the backend decides where frames go).
-//    spec.spin_ns: a busy-wait of that many ns per packet sent or received (counted in
-//    the frontend's CPU: calibration's known slowdown).
+//    spec.spin_ns: CPU work of that many ns per packet sent or received
+//    (injected_work.h; counted in the frontend's CPU: calibration's known slowdown).
 //  - Throws std::runtime_error when the frontend breaks, nothing moves for 2 s, a
 //    frame is wrong, or the window saw no traffic at all.
 #pragma once

@@ -16,7 +16,7 @@
 //
 // A Config is one side of an A/B comparison: which backend, and every knob that
 // differs (port keys of `uvhost serve --port`, daemon flags, the frontend's injected
-// per-packet busy-wait used by `uvhost bench calibrate`).
+// per-packet work used by `uvhost bench calibrate`).
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ struct Config {
   std::vector<std::pair<std::string, std::string>> port_keys;
   // kUvhost: extra daemon flags, e.g. {"--enqueue", "lockless"}, {"--pool-workers", "2"}.
   std::vector<std::string> serve_args;
-  // The frontend busy-waits this long per packet it sends or receives (calibration:
+  // The frontend does this many ns of CPU work per packet it sends or receives (calibration:
   // a slowdown of known size). 0: none.
   uint64_t frontend_spin_ns = 0;
 };

@@ -86,6 +86,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -161,7 +162,9 @@ class WorkQueue {
   // Starts the worker thread.
   explicit WorkQueue(EnqueueStrategy strategy = EnqueueStrategy::kLockless);
   // The idle worker sleeps in waiter->wait_idle(); `waiter` outlives the WorkQueue.
-  WorkQueue(EnqueueStrategy strategy, IdleWaiter* waiter);
+  // `thread_name` names the worker thread (what top, /proc and `uvhost bench` show;
+  // the kernel keeps the first 15 bytes).
+  WorkQueue(EnqueueStrategy strategy, IdleWaiter* waiter, std::string thread_name = "uvhost-worker");
   // stop(): runs what is queued, then joins.
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
@@ -228,6 +231,7 @@ class WorkQueue {
   // Guards worker_ against join() racing a CPU-clock read in stats().
   mutable std::mutex lifecycle_mutex_;
   IdleWaiter* const idle_waiter_;  // nullptr: futex; set before the thread starts
+  const std::string thread_name_;  // set before the thread starts
   std::thread worker_;
 };
 

@@ -5,7 +5,8 @@
 // refill/flush sections. This one puts each lab lock inside the real datapath
 // structures and times them under the same protocol (threads sweep, `runs` runs of
 // `duration_ms`, locks interleaved in a rotating order, mean and 95% CI, ratio to
-// std::mutex, fairness, CPU per critical section, invariants checked after each run):
+// std::mutex with its verdict, fairness, CPU per critical section, invariants checked
+// after each run):
 //
 //  - "pool": datapath::PacketPool (2 KiB buffers, per-thread caches of
 //    `cache_capacity`, refilled / flushed `batch` at a time under the lock). Each
@@ -78,5 +79,7 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
 
 void print_datapath_table(const DatapathLabReport& report, std::ostream& out);
 nlohmann::json to_json(const DatapathLabReport& report);
+// As delegation_charts(), panels named by the structure.
+std::vector<BarChart> datapath_charts(const DatapathLabReport& report);
 
 }  // namespace uvhost::bench::lab

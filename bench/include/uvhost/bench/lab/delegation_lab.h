@@ -14,7 +14,9 @@
 //  - CPU ns/CS: CPU time all threads spent per critical section (the cost);
 //  - cores: CPU used during the run (2.0 = both cores busy);
 //  - fairness: the slowest thread's ops / the mean thread's ops (1 = fair);
-//  - vs std::mutex: ops/s ratio to std::mutex in the same runs, with its CI.
+//  - vs std::mutex: ops/s ratio to std::mutex in the same runs, with its CI, and a
+//    verdict from that CI (lab_summary.h): better / worse when it excludes 1 (more
+//    ops/s is better), noise when it contains 1.
 // After every run the pool's invariants are checked; a lock that let two
 // critical sections overlap makes the lab fail rather than print a number.
 #pragma once
@@ -26,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 
 namespace uvhost::bench::lab {
@@ -46,7 +50,7 @@ struct DelegationPoint {
   int threads = 0;
   std::vector<double> ops_per_s, ns_per_cs, cpu_ns_per_cs, cores, fairness;  // one per run
   Summary ops_per_s_summary, ns_per_cs_summary, cpu_ns_per_cs_summary, cores_summary, fairness_summary;
-  Ratio vs_mutex;  // ops/s relative to std::mutex at the same thread count
+  BaselineRatio vs_mutex;  // ops/s relative to std::mutex at the same thread count, with its verdict
 };
 
 struct DelegationLabReport {
@@ -63,5 +67,23 @@ DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std:
 
 void print_delegation_table(const DelegationLabReport& report, std::ostream& out);
 nlohmann::json to_json(const DelegationLabReport& report);
+// ops/s and CPU ns per critical section, a group per thread count, a bar per lock with
+// its 95% CI; `structure` names the panels.
+std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
+
+// What both delegation labs (this one and delegation_datapath_lab.h) share:
+//  - set_vs_mutex(): every point's ops/s against std::mutex's at its thread count
+//    (left invalid when std::mutex was not run);
+//  - point_headers() / point_cells(): the table columns threads | lock | ops/s | ns/CS |
+//    CPU ns/CS | cores | fairness | vs std::mutex | verdict, and one point's cells;
+//  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
+//  - point_charts(): the panels of delegation_charts() for any list of points.
+void set_vs_mutex(const std::vector<DelegationPoint*>& points);
+std::vector<std::string> point_headers();
+std::vector<std::string> point_cells(const DelegationPoint& p);
+std::string verdict_note();  // one line: what the verdict column says
+nlohmann::json point_json(const DelegationPoint& p);
+std::vector<BarChart> point_charts(const std::string& structure,
+                                   const std::vector<const DelegationPoint*>& points);
 
 }  // namespace uvhost::bench::lab

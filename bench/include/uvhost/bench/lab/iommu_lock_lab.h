@@ -37,7 +37,9 @@
 // mix) group the policies run interleaved, and the order is rotated each run (a b c d,
 // b c d a, ...) so drift on a shared machine and "who runs first" hit all alike. Each
 // figure is summarized by mean and 95% CI (bench/stats.h); ratios against the mutex
-// use ratio_of_means (delta method). Each run uses a fresh GuardedGuestMemory and
+// use ratio_of_means (delta method), and each gets a verdict from its CI: better or
+// worse when the CI excludes 1 (fewer ns per translation, more updates/s is better),
+// noise when it contains 1. Each run uses a fresh GuardedGuestMemory and
 // fresh threads; each reader does one untimed read() first (RCU registration).
 #pragma once
 
@@ -53,6 +55,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 #include "uvhost/sync/read_mostly.h"
 #include "uvhost/virtio/guest_memory.h"
@@ -196,9 +200,23 @@ IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable
 IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
                                       const std::function<void(const std::string&)>& progress = {});
 
+// A policy against the mutex at the same (threads, mix) (lab_summary.h
+// ratio_vs_baseline: the ratio_of_means CI and its verdict): wall and CPU ns per
+// translation (lower is better), translations/s (higher is better) and, for the mix,
+// the writer's achieved updates/s (higher is better: the writer kept up).
+struct IommuVsMutex {
+  BaselineRatio wall_ns, cpu_ns, translations_per_s, updates_per_s;
+};
+IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell& mutex);
+
 // The seed's table shape (policy rows, a column per thread count: ns per translation
-// and the ratio to the mutex), one per mix, then a detail table.
+// and the ratio to the mutex), one per mix, each followed by its verdicts against the
+// mutex (ns per translation and, for the mix, updates/s), then a detail table.
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out);
+
+// Per mix: wall and CPU ns per translation, a group per thread count, a bar per policy
+// with its 95% CI (for write_bar_charts, two columns).
+std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result);
 
 nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result);
 

@@ -39,7 +39,9 @@
 //
 // Method: every (path, queues, strategy) cell runs `runs` times, strategies interleaved
 // (a b c a b c ...); mean and 95% CI per figure, ratios vs the first strategy
-// (locked_wake) with ratio_of_means. Each run uses a fresh Worker and fresh eventfds.
+// (locked_wake) with ratio_of_means, and a verdict from each ratio's CI for kicks
+// handled/s and worker CPU (better / worse when it excludes 1, noise when not). Each
+// run uses a fresh Worker and fresh eventfds.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/workqueue_lab.h"
 #include "uvhost/bench/stats.h"
 #include "uvhost/sync/work_queue.h"
 
@@ -113,9 +117,19 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
 WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig& config,
                                                    const std::function<void(const std::string&)>& progress = {});
 
+// A strategy against the first one at the same (path, queues): kicks handled/s (higher
+// is better) and worker CPU (lower is better), with their CIs and verdicts.
+StrategyVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
+                                            const WorkqueueDatapathCell& base);
+
 // Per path: the seed's table (queues | kicks handled/s | worker % per strategy, worker
-// CPU ratios vs the first strategy), then a detail table.
+// CPU ratios vs the first strategy), the verdicts against the first strategy, then a
+// detail table.
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out);
+
+// Per path: kicks handled/s and worker CPU per queue count, a bar per strategy with its
+// 95% CI.
+std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& result);
 
 nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result);
 

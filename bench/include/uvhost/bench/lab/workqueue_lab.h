@@ -21,7 +21,10 @@
 // Method: every (threads, strategy) cell is run `runs` times; runs of the
 // strategies are interleaved (a b c a b c ...) so that drift on a shared,
 // noisy machine hits all strategies alike; each figure is summarized with a
-// 95% confidence interval (bench/stats.h). Each run uses a fresh WorkQueue.
+// 95% confidence interval (bench/stats.h). Every strategy but the first is held
+// against the first (the baseline, locked_wake by default): throughput and worker CPU
+// ratios with their CIs, and a verdict each - better / worse when the CI excludes 1,
+// noise when it contains 1. Each run uses a fresh WorkQueue.
 #pragma once
 
 #include <functional>
@@ -31,6 +34,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 #include "uvhost/sync/work_queue.h"
 
@@ -84,9 +89,32 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
 WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
                                      const std::function<void(const std::string&)>& progress = {});
 
+// A strategy against the baseline strategy (the first one) at the same producer or
+// queue count (lab_summary.h ratio_vs_baseline: the ratio_of_means CI and its verdict):
+// throughput (higher is better) and the worker's CPU (lower is better).
+struct StrategyVerdicts {
+  BaselineRatio throughput, worker_cpu;
+};
+StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& base_throughput,
+                                   const Summary& worker_cpu, const Summary& base_worker_cpu);
+struct StrategyVerdictRow {
+  int count = 0;  // producers (sync half) or queues (datapath half)
+  sync::EnqueueStrategy strategy = sync::EnqueueStrategy::kLockless;
+  StrategyVerdicts verdicts;
+};
+// The verdict table both halves print: count | strategy | throughput ×base | verdict |
+// worker CPU ×base | verdict, with a line saying which way is better.
+void print_strategy_verdicts(const std::string& count_header, const std::string& throughput_name,
+                             sync::EnqueueStrategy baseline, const std::vector<StrategyVerdictRow>& rows,
+                             std::ostream& out);
+
 // The seed's table (threads | tp | worker% per strategy, with worker-CPU ratios
-// against the first strategy) followed by a detail table.
+// against the first strategy), the verdicts against the first strategy, then a
+// detail table.
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out);
+
+// Throughput and worker CPU per producer count, a bar per strategy with its 95% CI.
+std::vector<BarChart> workqueue_charts(const WorkqueueLabResult& result);
 
 nlohmann::json workqueue_lab_json(const WorkqueueLabResult& result);
 
