@@ -51,9 +51,16 @@ struct CompareOptions {
 };
 
 struct CalibrateOptions {
-  std::string config;
-  std::string workload = "rr";
-  uint32_t size = 64;
+  // The default point is one where extra frontend work per packet really slows the
+  // run, and runs repeat: stream-tx of 1500-byte frames with a busy-polling backend
+  // (the frontend, which builds every frame, sets the pace; the paired log ratios
+  // spread ~5%). Elsewhere on our 2-core VMs (docs/BENCHMARKS.md, calibration): rr
+  // with notify is bimodal (runs near 30 k or 65 k trans/s, spread ~26%), rr with
+  // poll=always paces on the backend's loop so tens of ns more frontend work cost
+  // nothing measurable, and stream-rx paces on the source.
+  std::string config = "poll=always";
+  std::string workload = "stream-tx";
+  uint32_t size = 1500;
   uint32_t sessions = 1;
   uint32_t trials = 20;
   double slowdown = 0.03;
@@ -122,7 +129,7 @@ void run_compare_command(CompareOptions& o) {
   spec.a = config_or_exit("compare", "--a", o.a, "A");
   spec.b = config_or_exit("compare", "--b", o.b, "B");
   const auto method = bench::parse_ab_method(o.method);
-  if (!method) usage_error("compare", fmt::format("--method '{}' unknown (paired-t, welch)", o.method));
+  if (!method) usage_error("compare", fmt::format("--method '{}' unknown (paired-t, welch, signed-rank)", o.method));
   spec.method = *method;
   std::vector<bench::Workload> workloads;
   for (const std::string& name : o.workloads) workloads.push_back(workload_or_exit("compare", name));
@@ -240,8 +247,9 @@ void add_bench_compare(CLI::App& bench) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--method", o->method,
-                  "paired-t (log ratios of back-to-back runs) or welch (independent samples)")
-      ->check(CLI::IsMember({"paired-t", "welch"}))
+                  "paired-t (t on log ratios of back-to-back runs), welch (independent samples) or "
+                  "signed-rank (Wilcoxon on the same log ratios: robust to a disturbed round)")
+      ->check(CLI::IsMember({"paired-t", "welch", "signed-rank"}))
       ->capture_default_str();
   add_run_flags(cmd, o->run);
   cmd->add_option("--plot", o->plot_path,
@@ -257,7 +265,9 @@ void add_bench_calibrate(CLI::App& bench) {
                                    "Check compare on this machine: A/A comparisons must say noise >= 95%, A "
                                    "vs A slowed by --slowdown must say "
                                    "worse >= 80% (exit status 0 either way)");
-  cmd->add_option("--config", o->config, "Config A (KEY=VALUE,...); default: a plain uvhost serve");
+  cmd->add_option("--config", o->config,
+                  "Config A (KEY=VALUE,...); the default busy-polls, where extra work has a known cost")
+      ->capture_default_str();
   cmd->add_option("--trials", o->trials, "A/A and A/B comparisons, each")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();

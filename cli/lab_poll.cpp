@@ -48,8 +48,8 @@ void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
   cmd.add_option("--queues", o.run.queue_pairs, "queue pairs of the port (sessions spread over them)")
       ->check(CLI::Range(1, 128))
       ->capture_default_str();
-  cmd.add_option("--method", o.method, "A/B statistics: paired-t or welch")
-      ->check(CLI::IsMember({"paired-t", "welch"}))
+  cmd.add_option("--method", o.method, "A/B statistics: paired-t, welch or signed-rank")
+      ->check(CLI::IsMember({"paired-t", "welch", "signed-rank"}))
       ->capture_default_str();
   cmd.add_flag("--no-pin", o.no_pin, "do not pin the frontend and the backend to different CPUs");
   cmd.add_option("--frontend-cpu", o.run.frontend_cpu, "CPU of the frontend thread")->capture_default_str();

@@ -17,6 +17,7 @@ MetricComparison compare_metric(const std::vector<double>& a, const std::vector<
   m.b = summarize(b);
   m.paired_t = compare_ab(a, b, AbMethod::kPairedT, direction);
   m.welch = compare_ab(a, b, AbMethod::kWelch, direction);
+  m.signed_rank = compare_ab(a, b, AbMethod::kSignedRank, direction);
   return m;
 }
 

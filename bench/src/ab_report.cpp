@@ -30,7 +30,8 @@ nlohmann::json to_json(const MetricComparison& m) {
   return {{"a", to_json(m.a)},
           {"b", to_json(m.b)},
           {"paired_t", to_json(m.paired_t)},
-          {"welch", to_json(m.welch)}};
+          {"welch", to_json(m.welch)},
+          {"signed_rank", to_json(m.signed_rank)}};
 }
 
 nlohmann::json config_json(const Config& config) {

@@ -9,6 +9,7 @@
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "uvhost/bench/stats.h"
@@ -107,6 +108,100 @@ AbComparison welch(std::span<const double> a, std::span<const double> b, Directi
   return r;
 }
 
+// P(W+ <= w), w = 0..n(n+1)/2, for n pairs and no difference: every subset of the ranks
+// 1..n is equally likely to be the positive ones, so count the subsets of each sum.
+// Counts are kept as doubles scaled by 2^-n (exact integers up to 2^53 before scaling;
+// n <= kExactSignedRankPairs keeps the relative error far below what a CI rank needs).
+std::vector<double> signed_rank_cdf(std::size_t n) {
+  const std::size_t total = n * (n + 1) / 2;
+  std::vector<double> ways(total + 1, 0.0);
+  ways[0] = 1;
+  for (std::size_t rank = 1; rank <= n; ++rank) {
+    for (std::size_t sum = total; sum >= rank; --sum) ways[sum] += ways[sum - rank];
+  }
+  const double scale = std::ldexp(1.0, -static_cast<int>(n));
+  double cumulative = 0;
+  for (double& w : ways) {
+    cumulative += w * scale;
+    w = cumulative;
+  }
+  return ways;
+}
+
+// Ranks of |d| among the nonzero d (ties share their average rank); zeros are dropped,
+// as in Wilcoxon's own treatment. Returns W+ and fills the tie correction sum(t^3 - t).
+double positive_rank_sum(const std::vector<double>& d, std::size_t& nonzero, double& tie_term) {
+  std::vector<std::pair<double, bool>> magnitudes;  // |d|, positive
+  for (double x : d) {
+    if (x != 0) magnitudes.emplace_back(std::fabs(x), x > 0);
+  }
+  std::sort(magnitudes.begin(), magnitudes.end());
+  nonzero = magnitudes.size();
+  tie_term = 0;
+  double w_plus = 0;
+  for (std::size_t i = 0; i < magnitudes.size();) {
+    std::size_t j = i;
+    while (j < magnitudes.size() && magnitudes[j].first == magnitudes[i].first) ++j;
+    const double average_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;
+    const auto t = static_cast<double>(j - i);
+    tie_term += t * t * t - t;
+    for (std::size_t k = i; k < j; ++k) {
+      if (magnitudes[k].second) w_plus += average_rank;
+    }
+    i = j;
+  }
+  return w_plus;
+}
+
+AbComparison signed_rank(std::span<const double> a, std::span<const double> b, Direction direction) {
+  AbComparison r;
+  r.method = AbMethod::kSignedRank;
+  if (a.size() != b.size()) {
+    r.reason = fmt::format("signed-rank needs as many runs of A as of B ({} vs {})", a.size(), b.size());
+    return r;
+  }
+  r.n = a.size();
+  const std::size_t k = signed_rank_ci_rank(r.n);
+  if (k == 0) {
+    r.reason = fmt::format("{} pair(s): a 95% signed-rank interval needs at least 6", r.n);
+    return r;
+  }
+  if (!check_values(a, 'A', r.reason) || !check_values(b, 'B', r.reason)) return r;
+
+  std::vector<double> logs(r.n);
+  for (std::size_t i = 0; i < r.n; ++i) logs[i] = std::log(b[i] / a[i]);
+  std::vector<double> walsh;
+  walsh.reserve(r.n * (r.n + 1) / 2);
+  for (std::size_t i = 0; i < r.n; ++i) {
+    for (std::size_t j = i; j < r.n; ++j) walsh.push_back((logs[i] + logs[j]) / 2);
+  }
+  std::sort(walsh.begin(), walsh.end());
+  const std::size_t m = walsh.size();
+  const double center = m % 2 == 1 ? walsh[m / 2] : (walsh[m / 2 - 1] + walsh[m / 2]) / 2;
+  r.relative = std::expm1(center);
+  r.ci_low = std::expm1(walsh[k - 1]);
+  r.ci_high = std::expm1(walsh[m - k]);
+
+  // p-value: the normal approximation of W+ with the tie correction (the verdict
+  // follows the exact-rank CI above, not this).
+  std::size_t nonzero = 0;
+  double tie_term = 0;
+  const double w_plus = positive_rank_sum(logs, nonzero, tie_term);
+  const auto nz = static_cast<double>(nonzero);
+  const double mean = nz * (nz + 1) / 4;
+  const double variance = nz * (nz + 1) * (2 * nz + 1) / 24 - tie_term / 48;
+  r.t = w_plus - mean;
+  r.dof = 0;
+  if (variance > 0) {
+    const double z = (std::fabs(r.t) - 0.5) / std::sqrt(variance);  // continuity-corrected
+    r.p_value = std::min(1.0, 2 * boost::math::cdf(boost::math::complement(boost::math::normal(), std::max(z, 0.0))));
+  } else {
+    r.p_value = 1;  // every ratio exactly 1
+  }
+  r.verdict = verdict_of_interval(r.ci_low, r.ci_high, direction);
+  return r;
+}
+
 std::string percent(double fraction) {
   return fmt::format("{:+.1f}", fraction * 100);
 }
@@ -120,16 +215,30 @@ Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) 
 }
 
 std::string_view to_string(AbMethod method) noexcept {
-  return method == AbMethod::kWelch ? "welch" : "paired-t";
+  switch (method) {
+    case AbMethod::kWelch:
+      return "welch";
+    case AbMethod::kSignedRank:
+      return "signed-rank";
+    case AbMethod::kPairedT:
+      break;
+  }
+  return "paired-t";
 }
 
 std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept {
   if (text == "paired-t") return AbMethod::kPairedT;
   if (text == "welch") return AbMethod::kWelch;
+  if (text == "signed-rank") return AbMethod::kSignedRank;
   return std::nullopt;
 }
 
 std::string_view method_assumption(AbMethod method) noexcept {
+  if (method == AbMethod::kSignedRank) {
+    return "signed-rank: Wilcoxon's signed-rank test on ln(B[i]/A[i]) of the back-to-back runs, Hodges-Lehmann "
+           "estimate and its distribution-free CI, back-transformed with exp(.)-1; assumes the log ratios are "
+           "independent and symmetric about their center, not normal (one disturbed round moves it little)";
+  }
   if (method == AbMethod::kWelch) {
     return "welch: Welch's t on the two samples as independent groups, CI of mean(B)/mean(A) by the delta "
            "method; assumes each sample mean is roughly normal and the runs independent (ignores pairing, so "
@@ -156,7 +265,32 @@ std::string_view to_string(Verdict verdict) noexcept {
 
 AbComparison compare_ab(std::span<const double> a, std::span<const double> b, AbMethod method,
                         Direction direction) {
-  return method == AbMethod::kWelch ? welch(a, b, direction) : paired_t(a, b, direction);
+  switch (method) {
+    case AbMethod::kWelch:
+      return welch(a, b, direction);
+    case AbMethod::kSignedRank:
+      return signed_rank(a, b, direction);
+    case AbMethod::kPairedT:
+      break;
+  }
+  return paired_t(a, b, direction);
+}
+
+std::size_t signed_rank_ci_rank(std::size_t n, double alpha_half) {
+  if (n == 0 || !(alpha_half > 0 && alpha_half < 0.5)) return 0;
+  const std::size_t total = n * (n + 1) / 2;
+  if (n <= kExactSignedRankPairs) {
+    const std::vector<double> cdf = signed_rank_cdf(n);
+    std::size_t k = 0;  // count the w with P(W+ <= w) <= alpha_half: then P(W+ <= k - 1) <= alpha_half
+    while (k <= total && cdf[k] <= alpha_half) ++k;
+    return k;
+  }
+  const double nn = static_cast<double>(n);
+  const double mean = nn * (nn + 1) / 4;
+  const double sd = std::sqrt(nn * (nn + 1) * (2 * nn + 1) / 24);
+  const double z = boost::math::quantile(boost::math::normal(), 1 - alpha_half);
+  const double k = std::floor(mean - z * sd + 0.5);  // + 0.5: continuity
+  return k < 1 ? 0 : static_cast<std::size_t>(k);
 }
 
 std::string format_relative(const AbComparison& comparison) {

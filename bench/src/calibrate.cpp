@@ -100,7 +100,7 @@ std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
                                    const std::vector<CompareResult>& ab) {
   std::vector<RateCheck> checks;
   for (const char* metric : {"thu", "normalize"}) {
-    for (AbMethod method : {AbMethod::kPairedT, AbMethod::kWelch}) {
+    for (AbMethod method : {AbMethod::kPairedT, AbMethod::kWelch, AbMethod::kSignedRank}) {
       std::size_t noise = 0;
       std::size_t worse = 0;
       for (const CompareResult& r : aa) noise += metric_of(r, metric).by(method).verdict == Verdict::kNoise;

@@ -30,6 +30,7 @@ TEST(Calibrate, SpinArithmetic) {
 TEST(Calibrate, WellBehavedMachinePasses) {
   ModelMachine machine(20261130, 0.01);
   CalibrateSpec spec;
+  spec.point = Point{Workload::kRr, 64, 1};  // the model's arithmetic below is for rr
   spec.trials = 100;
   spec.runs = 10;
   std::vector<std::string> progress;
@@ -46,7 +47,7 @@ TEST(Calibrate, WellBehavedMachinePasses) {
   EXPECT_EQ(result.aa.size(), 100u);
   EXPECT_EQ(result.ab.size(), 100u);
   EXPECT_EQ(result.aa[0].spec.runs, 10u);
-  ASSERT_EQ(result.checks.size(), 4u);
+  ASSERT_EQ(result.checks.size(), 6u);
   for (const RateCheck& c : result.checks) {
     EXPECT_EQ(c.aa_noise.trials, 100u);
     EXPECT_GE(c.aa_noise.rate, 0.88) << c.metric << " " << to_string(c.method);
@@ -76,7 +77,7 @@ TEST(Calibrate, WellBehavedMachinePasses) {
   }
   const nlohmann::json j = calibrate_json(result);
   EXPECT_EQ(j["aa_trials"].size(), 100u);
-  EXPECT_EQ(j["checks"].size(), 4u);
+  EXPECT_EQ(j["checks"].size(), 6u);
   EXPECT_EQ(j["spin_ns"], result.spin_ns);
   EXPECT_NEAR(j["aa_log_ratio_sd"].get<double>(), result.aa_log_ratio_sd(), 1e-12);
   EXPECT_GE(j["runs_needed_for_slowdown"].get<int>(), 2);

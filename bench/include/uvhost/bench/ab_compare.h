@@ -10,7 +10,7 @@
 //    throws aborts the comparison: the exception is rethrown as std::runtime_error
 //    naming the point, the round and the side.
 //  - Per point it summarizes (stats.h) and compares (ab_stats.h, B vs A) with BOTH
-//    methods, paired-t and welch, so one set of runs answers either question:
+//    methods, paired-t, welch and signed-rank, so one set of runs answers any question:
 //      thu        throughput (RunResult::throughput: tps for rr, pps otherwise), higher is better
 //      normalize  throughput per CPU-second (RunResult::normalized),            higher is better
 //      cpu        CPU used in cores (cpu_seconds / seconds),                     lower is better
@@ -35,14 +35,14 @@
 namespace uvhost::bench {
 
 struct CompareDefaults {
-  // 10 rounds of 1 s after 0.3 s warmup. Not yet validated by `uvhost bench calibrate`:
-  // a first, reduced calibration (6 trials of 10 x 0.5 s, rr 64 B x1, poll=notify) on a
-  // 2-core machine shared with 4 busy builds found run-to-run noise of 20-40%, far
-  // above a 3% effect (A/B said worse in 1 of 6). Re-run calibrate on a quiet machine
-  // before trusting or changing these.
-  static constexpr uint32_t kRuns = 10;
-  static constexpr double kSeconds = 1.0;
-  static constexpr double kWarmupSeconds = 0.3;
+  // 20 rounds of 0.5 s after 0.2 s warm-up: the same time per side as 10 x 1 s, with
+  // twice the pairs. Chosen by `uvhost bench calibrate` on our 2-core VMs: the paired
+  // log ratios of rr (poll=always) spread by 3-5% from round to round, and a paired t
+  // needs 12-24 rounds to see a 3% effect 80% of the time (10 rounds saw it in 0-60%
+  // of trials). docs/BENCHMARKS.md has the calibration.
+  static constexpr uint32_t kRuns = 20;
+  static constexpr double kSeconds = 0.5;
+  static constexpr double kWarmupSeconds = 0.2;
   static constexpr AbMethod kMethod = AbMethod::kPairedT;
 };
 
@@ -66,8 +66,17 @@ struct MetricComparison {
   Summary b;
   AbComparison paired_t;
   AbComparison welch;
+  AbComparison signed_rank;
   const AbComparison& by(AbMethod method) const noexcept {
-    return method == AbMethod::kWelch ? welch : paired_t;
+    switch (method) {
+      case AbMethod::kWelch:
+        return welch;
+      case AbMethod::kSignedRank:
+        return signed_rank;
+      case AbMethod::kPairedT:
+        break;
+    }
+    return paired_t;
   }
 };
 

@@ -26,6 +26,16 @@
 //     Assumption: each sample's mean is roughly normal, the runs are independent.
 //     The delta-method CI and Welch's p-value are two approximations; at the very
 //     edge (p close to 0.05) they may disagree, and the verdict follows the CI.
+//   - kSignedRank: Wilcoxon's signed-rank test on the same log ratios d[i], with the
+//     Hodges-Lehmann estimate (the median of the Walsh averages (d[i] + d[j]) / 2,
+//     i <= j) and its distribution-free 95% CI (the Walsh averages at the ranks the
+//     signed-rank statistic's 2.5% critical value gives: exact distribution up to
+//     kExactSignedRankPairs pairs, normal approximation above), back-transformed
+//     with exp(.) - 1. Assumption: the log ratios are independent and symmetric about
+//     their center; no normality. Why it exists: on our VMs the host now and then
+//     moves a whole run to a slower regime (a round's two runs then differ by 40%),
+//     and one such round widens the t interval for everything; ranks limit what one
+//     round can do. With fewer than 6 pairs no 95% interval exists (invalid).
 // t quantiles and tail probabilities come from Boost.Math's students_t.
 //
 // wilson_interval(): the 95% Wilson score interval of a proportion, for rates such
@@ -40,8 +50,8 @@
 
 namespace uvhost::bench {
 
-enum class AbMethod { kPairedT, kWelch };
-std::string_view to_string(AbMethod method) noexcept;  // "paired-t", "welch"
+enum class AbMethod { kPairedT, kWelch, kSignedRank };
+std::string_view to_string(AbMethod method) noexcept;  // "paired-t", "welch", "signed-rank"
 std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept;
 // One line: what the method computes and what it assumes, for report headers.
 std::string_view method_assumption(AbMethod method) noexcept;
@@ -56,12 +66,13 @@ struct AbComparison {
   AbMethod method = AbMethod::kPairedT;
   Verdict verdict = Verdict::kInvalid;
   std::string reason;   // why kInvalid; empty otherwise
-  std::size_t n = 0;    // pairs (paired-t) or min(len a, len b) (welch)
+  std::size_t n = 0;    // pairs (paired-t, signed-rank) or min(len a, len b) (welch)
   double relative = 0;  // B vs A: +0.05 = B is 5% higher
   double ci_low = 0;    // 95% CI of `relative`
   double ci_high = 0;
-  double t = 0;        // the test statistic (+-inf when every pair has the same nonzero ratio)
-  double dof = 0;      // its degrees of freedom
+  double t = 0;        // the test statistic: t (+-inf when every pair has the same nonzero
+                       // ratio); signed-rank: W+ - n(n+1)/4, the rank sum above its null mean
+  double dof = 0;      // its degrees of freedom (signed-rank: 0)
   double p_value = 1;  // two-sided
   bool valid() const noexcept { return verdict != Verdict::kInvalid; }
 };
@@ -71,7 +82,8 @@ struct AbComparison {
 // otherwise better or worse by `direction`. compare_ab() uses it too.
 Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) noexcept;
 
-// Compares b against a. kPairedT needs a.size() == b.size(); kWelch does not.
+// Compares b against a. kPairedT and kSignedRank need a.size() == b.size(); kWelch
+// does not.
 AbComparison compare_ab(std::span<const double> a, std::span<const double> b, AbMethod method,
                         Direction direction = Direction::kHigherIsBetter);
 
@@ -99,5 +111,13 @@ double paired_t_detectable_effect(double log_ratio_sd, std::size_t pairs, double
 // either direction) with that power; 0 when even max_pairs are not enough.
 std::size_t paired_t_pairs_needed(double log_ratio_sd, double effect, double power = 0.8,
                                   std::size_t max_pairs = 10000);
+
+// The signed-rank statistic's distribution: exact (counted) up to this many pairs.
+inline constexpr std::size_t kExactSignedRankPairs = 60;
+// The largest k with P(W+ <= k - 1) <= alpha_half under "no difference" for n pairs
+// (W+: the sum of the ranks of the positive differences): the 1-based rank, among the
+// n(n+1)/2 sorted Walsh averages, of the lower end of the 1 - 2 * alpha_half CI (the
+// upper end is rank n(n+1)/2 + 1 - k). 0 when no such interval exists (n < 6 at 5%).
+std::size_t signed_rank_ci_rank(std::size_t n, double alpha_half = 0.025);
 
 }  // namespace uvhost::bench

@@ -24,7 +24,7 @@
 // the frontend's per-packet time is what limits it (rr with one session: the
 // round trip), and it always costs CPU, so normalize sees it.
 //
-// Each rate (thu and normalize, paired-t and welch, all from the same runs) comes with
+// Each rate (thu and normalize x paired-t, welch and signed-rank, all from the same runs) comes with
 // its Wilson 95% interval and PASS/FAIL of the point estimate against its target. With
 // 20 trials, PASS on A/A needs at most one false alarm: a perfectly calibrated 95% CI
 // still fails that about a quarter of the time (binomial), so read the intervals.
@@ -44,7 +44,7 @@ namespace uvhost::bench {
 
 struct CalibrateSpec {
   Config base;  // A (its label is set to "A" if empty)
-  Point point{Workload::kRr, 64, 1};
+  Point point{Workload::kStreamTx, 1500, 1};  // `uvhost bench calibrate`'s default (see the CLI)
   uint32_t trials = 20;
   double slowdown = 0.03;
   uint32_t pilot_runs = 3;
@@ -77,7 +77,7 @@ struct CalibrateResult {
   Config slowed;                  // B
   std::vector<CompareResult> aa;  // per trial
   std::vector<CompareResult> ab;
-  std::vector<RateCheck> checks;  // thu and normalize x paired-t and welch
+  std::vector<RateCheck> checks;  // thu and normalize x paired-t, welch and signed-rank
   // The row for what compare shows by default (thu, CompareDefaults::kMethod).
   const RateCheck* default_check() const noexcept;
   // The effect B really had: median over the A/B trials of the paired-t thu relative

@@ -12,6 +12,8 @@
 //    given number of times. How many iterations make one ns is measured once per
 //    process (the fastest of several timed batches: the least disturbed), so N ns of
 //    work is N * iterations_per_ns iterations, whatever the clock costs.
+//  - The chain is fenced on both sides (x86 lfence): otherwise the core runs it in
+//    the shadow of the cache misses before it and a few dozen ns of it cost nothing.
 // Like any CPU work it takes longer when the core is shared; that is the point: it
 // behaves as a packet's processing cost would.
 #pragma once
