@@ -55,9 +55,14 @@ void add_lab_delegation(CLI::App& lab) {
   cmd->add_option("--txq-size", d.txq_capacity, "txq: descriptors the shared queue holds")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--consumer-burst", d.consumer_burst, "txq: descriptors the consumer pops at a time")
+  cmd->add_option("--consumer-burst", d.consumer_burst, "txq: most descriptors the consumer pops at a time")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--txq-retries", d.txq_retries,
+                  "txq: times a worker backs off and retries a burst that found the queue full before dropping "
+                  "the rest (0: drop at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--json", flags->json_path, "Also write all samples and summaries as JSON to this file");
   cmd->add_option("--plot", flags->plot_path,
                   "Also draw ops/s and CPU ns per critical section per lock and thread count, per structure "

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <sstream>
+
+#include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/sync/baseline_locks.h"
 
 namespace uvhost::bench::lab {
 namespace {
@@ -77,6 +81,72 @@ TEST(DelegationDatapathLab, TxqRunsEveryLockAndKeepsInvariants) {
   const auto json = to_json(report);
   EXPECT_EQ(json["structure"], "txq");
   EXPECT_EQ(json["options"]["txq_capacity"], 32);
+}
+
+TEST(DelegationDatapathLab, TxqTryPushLeavesTheRestWithTheCaller) {
+  using datapath::TxDescriptor;
+  datapath::SharedTxQueue q(4, datapath::make_section_lock<sync::StdMutexLock>());
+  std::array<TxDescriptor, 3> burst{};
+  for (std::size_t i = 0; i < burst.size(); ++i) burst[i].cookie = i;
+  EXPECT_EQ(q.try_push_burst(burst), 3u);
+  EXPECT_EQ(q.try_push_burst(burst), 1u);  // 2 refused: still the caller's, not dropped
+  auto s = q.stats();
+  EXPECT_EQ(s.accepted, 4u);
+  EXPECT_EQ(s.refused, 2u);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_EQ(s.full, 1u);
+  std::array<TxDescriptor, 4> out{};
+  EXPECT_EQ(q.pop_burst(out), 4u);
+  EXPECT_EQ(q.push_burst(std::span<const TxDescriptor>(burst).subspan(1)), 2u);  // the retry fits
+  EXPECT_EQ(q.push_burst(burst), 2u);  // the last try drops what does not fit
+  s = q.stats();
+  EXPECT_EQ(s.accepted, 8u);
+  EXPECT_EQ(s.dropped, 1u);
+  EXPECT_EQ(s.full, 2u);
+  EXPECT_EQ(s.push_bursts, 4u);
+}
+
+// The txq workload must time the lock, not the drop path: with several producers and
+// the default queue, consumer burst and retries, a clear majority of bursts goes
+// through whole, and the counts add up (the queue's own accepted + dropped == what
+// the workers offered).
+TEST(DelegationDatapathLab, TxqAcceptsMostBurstsWithSeveralProducers) {
+  DatapathLabOptions o;
+  o.structure = "txq";
+  o.common.threads = {4};
+  o.common.runs = 2;
+  o.common.duration_ms = 40;
+  o.common.locks = {"std::mutex", "delegation"};
+  const auto report = run_delegation_datapath_lab(o, nullptr);
+  ASSERT_EQ(report.points.size(), 2u);
+  for (const auto& dp : report.points) {
+    const auto& lock = dp.base.lock;
+    ASSERT_EQ(dp.txq_counts.size(), 2u) << lock;
+    for (const auto& k : dp.txq_counts) {
+      EXPECT_GT(k.bursts, 0u) << lock;
+      EXPECT_EQ(k.offered, k.bursts * o.common.batch) << lock;
+      EXPECT_EQ(k.accepted + k.dropped, k.offered) << lock;
+      EXPECT_GE(k.pushes, k.bursts) << lock;
+      EXPECT_LE(k.full, k.pushes) << lock;
+      EXPECT_LE(k.dropped_bursts, k.bursts) << lock;
+      // A clear majority of bursts accepted whole, and of descriptors.
+      EXPECT_LT(3 * k.dropped_bursts, k.bursts) << lock << ": " << k.dropped_bursts << " of " << k.bursts;
+      EXPECT_GT(3 * k.accepted, 2 * k.offered) << lock << ": " << k.accepted << " of " << k.offered;
+    }
+    EXPECT_LT(dp.burst_drop_ratio_summary.mean, 1.0 / 3) << lock;
+    EXPECT_GT(dp.items_per_s_summary.mean, 0) << lock;
+    EXPECT_GT(dp.items_vs_mutex.value, 0) << lock;
+  }
+  const auto json = to_json(report);
+  EXPECT_EQ(json["options"]["txq_retries"], o.txq_retries);
+  for (const auto& point : json["points"]) {
+    EXPECT_TRUE(point.contains("full_ratio"));
+    EXPECT_TRUE(point.contains("items_vs_mutex"));
+    EXPECT_EQ(point["samples"]["counts"].size(), 2u);
+  }
+  std::ostringstream table;
+  print_datapath_table(report, table);
+  EXPECT_NE(table.str().find("retries/burst"), std::string::npos);
 }
 
 TEST(DelegationDatapathLab, LockListIsTheSlabLabsLessTheAsyncVariant) {

@@ -14,7 +14,13 @@ SharedTxQueue::SharedTxQueue(std::size_t capacity, std::unique_ptr<SectionLock> 
 
 std::size_t SharedTxQueue::push_burst(std::span<const TxDescriptor> burst) {
   std::size_t accepted = 0;
-  lock_->run([&] { accepted = push_locked(burst); });
+  lock_->run([&] { accepted = push_locked(burst, true); });
+  return accepted;
+}
+
+std::size_t SharedTxQueue::try_push_burst(std::span<const TxDescriptor> burst) {
+  std::size_t accepted = 0;
+  lock_->run([&] { accepted = push_locked(burst, false); });
   return accepted;
 }
 
@@ -33,7 +39,7 @@ SharedTxQueueStats SharedTxQueue::stats() {
   return snapshot;
 }
 
-std::size_t SharedTxQueue::push_locked(std::span<const TxDescriptor> burst) noexcept {
+std::size_t SharedTxQueue::push_locked(std::span<const TxDescriptor> burst, bool drop_rest) noexcept {
   const std::size_t n = std::min(burst.size(), ring_.size() - count_);
   std::size_t tail = head_ + count_;
   if (tail >= ring_.size()) tail -= ring_.size();
@@ -43,7 +49,12 @@ std::size_t SharedTxQueue::push_locked(std::span<const TxDescriptor> burst) noex
   }
   count_ += n;
   stats_.accepted += n;
-  stats_.dropped += burst.size() - n;
+  const std::size_t rest = burst.size() - n;
+  if (drop_rest)
+    stats_.dropped += rest;
+  else
+    stats_.refused += rest;
+  if (rest != 0) ++stats_.full;
   ++stats_.push_bursts;
   return n;
 }

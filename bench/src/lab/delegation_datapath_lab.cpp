@@ -17,6 +17,7 @@
 #include "uvhost/bench/table.h"
 #include "uvhost/datapath/packet_pool.h"
 #include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/sync/cpu_relax.h"
 
 namespace uvhost::bench::lab {
 namespace {
@@ -60,6 +61,11 @@ struct TrialSample {
   uint64_t min_ops = 0;   // the slowest thread's
   uint64_t items = 0;     // buffers got / descriptors accepted
   uint64_t offered = 0;   // txq: descriptors offered
+  uint64_t bursts = 0;    // txq: bursts built (each offered once, retried or not)
+  uint64_t full = 0;      // txq: push sections that found the queue full
+  uint64_t retries = 0;   // txq: push sections that retried part of a burst
+  uint64_t dropped_bursts = 0;  // txq: bursts that lost at least one descriptor
+  datapath::SharedTxQueueStats queue;  // txq: the queue's counters after the run
   int64_t cpu_ns = 0;     // all threads
   int64_t wall_ns = 0;
 };
@@ -69,9 +75,27 @@ struct alignas(64) ThreadRecord {
   uint64_t ops = 0;
   uint64_t items = 0;
   uint64_t offered = 0;
+  uint64_t bursts = 0;
+  uint64_t full = 0;
+  uint64_t retries = 0;
+  uint64_t dropped_bursts = 0;
   int64_t cpu_ns = 0;
   uint64_t conflicts = 0;  // pool: stamps found overwritten
 };
+
+// A worker's back-off before retry `k` (0, 1, ...) of a burst that found the TX queue
+// full: spin a growing while (the consumer may be draining on another core), then
+// yield, then sleep a growing while (with more threads than cores the consumer needs
+// the CPU; a sleeping worker also leaves the lock to it).
+inline void txq_backoff(std::size_t k) {
+  if (k < 3) {
+    for (std::size_t i = 0, n = std::size_t{64} << k; i < n; ++i) sync::cpu_relax();
+  } else if (k < 5) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min<std::size_t>(std::size_t{16} << (k - 5), 1000)));
+  }
+}
 
 // Private work between critical sections (as in the slab lab): mixing that the
 // compiler cannot drop.
@@ -217,6 +241,8 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
           last_seq[worker] = seq;
           ++consumed[worker];
         }
+        // Drain in bursts: pop again at once while pops bring descriptors back (each
+        // pop takes the lock the workers push under); an empty pop yields.
         if (n == 0) {
           if (last_pass) break;
           std::this_thread::yield();  // an idle NIC queue: let the workers run
@@ -235,9 +261,26 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
         ++seq;
       }
       h += private_work(c.private_work, h + seq);
-      r.items += queue.push_burst(burst);
+      // Push, and while the queue is full back off and retry the rest of the burst;
+      // the last allowed try (push_burst) drops what still does not fit.
+      std::span<const TxDescriptor> rest(burst);
+      for (std::size_t attempt = 0;; ++attempt) {
+        const bool last = attempt >= options.txq_retries;
+        const std::size_t sent = last ? queue.push_burst(rest) : queue.try_push_burst(rest);
+        ++r.ops;
+        if (attempt > 0) ++r.retries;
+        r.items += sent;
+        rest = rest.subspan(sent);
+        if (rest.empty()) break;
+        ++r.full;
+        if (last) {
+          ++r.dropped_bursts;
+          break;
+        }
+        txq_backoff(attempt);
+      }
       r.offered += burst.size();
-      ++r.ops;
+      ++r.bursts;
     } while (!stop.load(std::memory_order_relaxed));
     sink.fetch_add(h, std::memory_order_relaxed);   // relaxed: only defeats dead-code elimination
     workers_left.fetch_sub(1, std::memory_order_release);  // release: our pushes before the consumer's last pass
@@ -254,6 +297,10 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
     s.min_ops = std::min(s.min_ops, r.ops);
     s.items += r.items;
     s.offered += r.offered;
+    s.bursts += r.bursts;
+    s.full += r.full;
+    s.retries += r.retries;
+    s.dropped_bursts += r.dropped_bursts;
   }
   const auto stats = queue.stats();
   std::string why;
@@ -262,10 +309,15 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
     if (consumed[w] != records[w].items)
       why = fmt::format("worker {}: {} accepted but {} consumed", w, records[w].items, consumed[w]);
   if (why.empty() && (stats.accepted != s.items || stats.accepted + stats.dropped != s.offered ||
-                      stats.popped != s.items || stats.size != 0))
-    why = fmt::format("queue counters disagree: accepted {} dropped {} popped {} queued {}; workers accepted {} of {}",
-                      stats.accepted, stats.dropped, stats.popped, stats.size, s.items, s.offered);
+                      stats.popped != s.items || stats.size != 0 || stats.full != s.full ||
+                      stats.push_bursts != s.ops))
+    why = fmt::format(
+        "queue counters disagree: accepted {} dropped {} popped {} queued {} full {} pushes {}; workers accepted {} of "
+        "{}, {} full in {} pushes",
+        stats.accepted, stats.dropped, stats.popped, stats.size, stats.full, stats.push_bursts, s.items, s.offered,
+        s.full, s.ops);
   if (!why.empty()) throw std::runtime_error(fmt::format("txq under {}: {}", lock.name, why));
+  s.queue = stats;
   return s;
 }
 
@@ -330,9 +382,21 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
         p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / wall);
         p.drop_ratio.push_back(s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered)
                                              : 0);
+        p.full_ratio.push_back(static_cast<double>(s.full) / ops);
+        const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
+        p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
+        p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
+        if (options.structure == "txq")
+          p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
+                                  s.bursts, s.dropped_bursts});
         if (progress)
-          *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", options.structure,
-                                   thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()))
+          *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
+                                   thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
+                                   options.structure == "txq"
+                                       ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
+                                                     si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
+                                                     100 * p.full_ratio.back())
+                                       : std::string())
                     << std::flush;
       }
     }
@@ -345,9 +409,20 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
       p.base.fairness_summary = summarize(p.base.fairness);
       p.items_per_s_summary = summarize(p.items_per_s);
       p.drop_ratio_summary = summarize(p.drop_ratio);
+      p.full_ratio_summary = summarize(p.full_ratio);
+      p.retries_per_burst_summary = summarize(p.retries_per_burst);
+      p.burst_drop_ratio_summary = summarize(p.burst_drop_ratio);
       at_this_count.push_back(&p.base);
     }
     set_vs_mutex(at_this_count);
+    // The throughput's own ratio: accepted descriptors per second vs std::mutex's.
+    const DatapathPoint* mutex_point = nullptr;
+    for (const auto& p : points)
+      if (p.base.lock == "std::mutex") mutex_point = &p;
+    for (auto& p : points)
+      p.items_vs_mutex = mutex_point != nullptr ? ratio_vs_baseline(p.items_per_s_summary, mutex_point->items_per_s_summary,
+                                                                    Direction::kHigherIsBetter)
+                                                : BaselineRatio{};
     report.points.insert(report.points.end(), points.begin(), points.end());
   }
   return report;
@@ -364,9 +439,11 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
         o.buffer_size, o.cache_capacity, c.batch, o.ring);
   } else {
     out << fmt::format(
-        "Seed 004 on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping {};\n"
-        "each worker pushes bursts of {}; an op is one push section (CPU includes the consumer's).\n",
-        o.txq_capacity, o.consumer_burst, c.batch);
+        "Seed 004 on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping up to\n"
+        "{} at a time under the same lock; each worker pushes bursts of {}, and on a full queue backs off and retries\n"
+        "the rest up to {} times before dropping it. An op is one push section, try or retry (CPU includes the\n"
+        "consumer's); pkts/s = accepted descriptors/s (the throughput), full = push sections that found the queue full.\n",
+        o.txq_capacity, o.consumer_burst, c.batch, o.txq_retries);
   }
   out << fmt::format(
       "{} private-work iterations per {}, {} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t).\n"
@@ -374,7 +451,12 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
       c.private_work, pool ? "batch" : "burst", c.runs, c.duration_ms, std::thread::hardware_concurrency());
   std::vector<std::string> headers = point_headers();
   headers.push_back(pool ? "buffers/s" : "pkts/s");
-  if (!pool) headers.push_back("dropped");
+  if (!pool) {
+    headers.push_back("dropped");
+    headers.push_back("full");
+    headers.push_back("retries/burst");
+    headers.push_back("pkts/s vs std::mutex");
+  }
   TextTable table(headers);
   int last_threads = -1;
   for (const auto& dp : report.points) {
@@ -384,11 +466,20 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
     std::vector<std::string> row = point_cells(p);
     row.push_back(fmt::format("{} ±{:.0f}%", si(dp.items_per_s_summary.mean),
                               100 * dp.items_per_s_summary.relative_ci()));
-    if (!pool) row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
+    if (!pool) {
+      row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
+      row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
+      row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
+      row.push_back(p.lock == "std::mutex" ? std::string("baseline")
+                                           : fmt::format("{} {}", ratio_text(dp.items_vs_mutex),
+                                                         to_string(dp.items_vs_mutex.verdict)));
+    }
     table.add_row(std::move(row));
   }
   table.print(out);
   out << verdict_note() << "\n";
+  if (!pool)
+    out << "pkts/s vs std::mutex: the same test on accepted descriptors per second, the txq's throughput.\n";
 }
 
 std::vector<BarChart> datapath_charts(const DatapathLabReport& report) {
@@ -416,12 +507,30 @@ nlohmann::json to_json(const DatapathLabReport& report) {
   } else {
     j["options"]["txq_capacity"] = o.txq_capacity;
     j["options"]["consumer_burst"] = o.consumer_burst;
+    j["options"]["txq_retries"] = o.txq_retries;
   }
   j["points"] = nlohmann::json::array();
   for (const auto& dp : report.points) {
     nlohmann::json point = point_json(dp.base);
     point["items_per_s"] = summary_json(dp.items_per_s_summary);
     point["drop_ratio"] = summary_json(dp.drop_ratio_summary);
+    if (o.structure == "txq") {
+      point["full_ratio"] = summary_json(dp.full_ratio_summary);
+      point["retries_per_burst"] = summary_json(dp.retries_per_burst_summary);
+      point["burst_drop_ratio"] = summary_json(dp.burst_drop_ratio_summary);
+      point["items_vs_mutex"] = ratio_json(dp.items_vs_mutex);
+      point["samples"]["items_per_s"] = dp.items_per_s;
+      point["samples"]["drop_ratio"] = dp.drop_ratio;
+      auto& counts = point["samples"]["counts"] = nlohmann::json::array();
+      for (const auto& k : dp.txq_counts)
+        counts.push_back({{"offered", k.offered},
+                          {"accepted", k.accepted},
+                          {"dropped", k.dropped},
+                          {"pushes", k.pushes},
+                          {"full", k.full},
+                          {"bursts", k.bursts},
+                          {"dropped_bursts", k.dropped_bursts}});
+    }
     j["points"].push_back(std::move(point));
   }
   return j;

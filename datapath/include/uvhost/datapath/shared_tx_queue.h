@@ -8,11 +8,20 @@
 //   std::size_t sent = txq.push_burst(burst);   // worker: burst[0, sent) accepted,
 //                                               // burst[sent, end) dropped (free them)
 //   std::size_t n = txq.pop_burst(out);         // consumer: out[0, n), oldest first
+//   std::size_t k = txq.try_push_burst(burst);  // worker: burst[0, k) accepted,
+//                                               // burst[k, end) still the caller's
+//                                               // (back off and retry; not a drop)
 //
 //  - push_burst() appends the longest prefix of the burst that fits, in order, in ONE
 //    critical section, and counts the rest as dropped (a full queue drops, as a NIC's
 //    tx_burst returns fewer than asked and the caller frees the rest). It never waits
 //    for room. With a delegation lock a waiting worker's burst is pushed by the holder.
+//  - try_push_burst() is push_burst() for a caller that backs off and retries when
+//    the queue is full (a worker's TX path under backpressure): it queues the same
+//    prefix, but leaves the rest with the caller, counted as `refused`, not dropped.
+//    A caller that gives up drops through push_burst() (its last attempt), so
+//    accepted + dropped still counts each descriptor once. Both count `full`: push
+//    sections that found less room than the burst.
 //  - pop_burst() removes up to out.size() descriptors, oldest first, in one section.
 //    Any number of threads may push and pop at once.
 //  - Exactly once: every accepted descriptor is popped exactly once (or is still
@@ -22,7 +31,8 @@
 //    bytes it points at) is visible to the thread that pops it (release / acquire
 //    through the lock).
 //  - stats() is a consistent snapshot taken under the lock:
-//    accepted == popped + size, and accepted + dropped == every descriptor offered.
+//    accepted == popped + size, and accepted + dropped == every descriptor offered
+//    (a descriptor refused by try_push_burst() and offered again counts once).
 //  - Sections copy descriptors and update counters: no allocation, no system call.
 //
 // DESIGN NOTE
@@ -57,6 +67,8 @@ struct TxDescriptor {
 struct SharedTxQueueStats {
   uint64_t accepted = 0;  // descriptors queued by push_burst()
   uint64_t dropped = 0;   // descriptors refused because the queue was full
+  uint64_t refused = 0;   // descriptors try_push_burst() left with the caller (to retry)
+  uint64_t full = 0;      // push sections (either kind) that found less room than the burst
   uint64_t popped = 0;    // descriptors handed to consumers
   uint64_t push_bursts = 0;
   uint64_t pop_bursts = 0;
@@ -72,6 +84,8 @@ class SharedTxQueue {
 
   // Returns how many of burst's descriptors (a prefix) were queued.
   std::size_t push_burst(std::span<const TxDescriptor> burst);
+  // As push_burst(), but what does not fit stays the caller's (refused, not dropped).
+  std::size_t try_push_burst(std::span<const TxDescriptor> burst);
   // Returns how many descriptors were written to out (a prefix).
   std::size_t pop_burst(std::span<TxDescriptor> out);
 
@@ -81,7 +95,7 @@ class SharedTxQueue {
 
  private:
   // Critical sections (run under lock_, possibly on another thread).
-  std::size_t push_locked(std::span<const TxDescriptor> burst) noexcept;
+  std::size_t push_locked(std::span<const TxDescriptor> burst, bool drop_rest) noexcept;
   std::size_t pop_locked(std::span<TxDescriptor> out) noexcept;
 
   std::unique_ptr<SectionLock> lock_;
