@@ -18,6 +18,7 @@
 #include "uvhost/bench/ab_report.h"
 #include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/calibrate.h"
+#include "uvhost/bench/live_switch.h"
 #include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/workload.h"
 
@@ -29,6 +30,7 @@ struct RunFlags {
   uint32_t runs = bench::CompareDefaults::kRuns;
   bool no_pin = false;
   std::string frontend = "embedded";
+  std::string interleave = "auto";
   bench::RunOptions options = [] {
     bench::RunOptions o;
     o.seconds = bench::CompareDefaults::kSeconds;
@@ -104,6 +106,37 @@ bench::Runner real_runner(const RunFlags& flags, std::shared_ptr<size_t> failure
       2, std::move(failures));
 }
 
+bench::PairRunner real_pair_runner(const RunFlags& flags, std::shared_ptr<size_t> failures) {
+  bench::RunOptions options = flags.options;
+  options.pin = !flags.no_pin;
+  return bench::retrying_pairs(
+      [options](const bench::Config& a, const bench::Config& b, bool a_first, const bench::Point& point) {
+        return bench::run_point_interleaved(a, b, a_first, point, options);
+      },
+      2, std::move(failures));
+}
+
+// --interleave: slices when asked or (auto) when A and B differ only in what a running
+// backend switches live (live_switch.h) and the frontend is ours; runs otherwise.
+bench::Interleave choose_interleave(const char* command, const RunFlags& flags, const bench::Config& a,
+                                    const bench::Config& b, std::vector<std::string>& live_keys) {
+  if (flags.interleave == "runs") return bench::Interleave::kRuns;
+  std::string why;
+  std::optional<bench::LiveSwitch> sw;
+  if (flags.frontend != "embedded") {
+    why = "the qemu frontend runs one configuration per guest boot";
+  } else {
+    sw = bench::live_switch(a, b, why);
+  }
+  if (!sw) {
+    if (flags.interleave == "slices") usage_error(command, "--interleave slices: " + why);
+    fmt::print(stderr, "uvhost bench {}: A and B in separate runs ({})\n", command, why);
+    return bench::Interleave::kRuns;
+  }
+  live_keys = sw->keys;
+  return bench::Interleave::kSlices;
+}
+
 void report_failures(const char* command, size_t failures) {
   if (failures > 0) fmt::print("note: {} run(s) failed and were repeated (reasons on stderr)\n", failures);
   if (failures > 0) fmt::print(stderr, "uvhost bench {}: {} run(s) failed and were repeated\n", command, failures);
@@ -138,12 +171,16 @@ void run_compare_command(CompareOptions& o) {
   spec.seconds = o.run.options.seconds;
   spec.warmup_seconds = o.run.options.warmup_seconds;
 
-  fmt::print(stderr, "uvhost bench compare: {} point(s) x {} rounds x 2 sides, {} s + {} s warmup each\n",
-             spec.points.size(), spec.runs, spec.seconds, spec.warmup_seconds);
+  spec.interleave = choose_interleave("compare", o.run, spec.a, spec.b, spec.live_keys);
+  spec.slice_seconds = o.run.options.slice_seconds;
+
+  fmt::print(stderr, "uvhost bench compare: {} point(s); {}\n", spec.points.size(), bench::interleave_line(spec));
   bench::CompareResult result;
   auto failures = std::make_shared<size_t>(0);
   try {
-    result = bench::run_compare(spec, real_runner(o.run, failures), print_progress);
+    result = spec.interleave == bench::Interleave::kSlices
+                 ? bench::run_compare_interleaved(spec, real_pair_runner(o.run, failures), print_progress)
+                 : bench::run_compare(spec, real_runner(o.run, failures), print_progress);
   } catch (const std::exception& e) {
     fmt::print(stderr, "uvhost bench compare: {}\n", e.what());
     throw CLI::RuntimeError(1);
@@ -178,15 +215,20 @@ void run_calibrate_command(CalibrateOptions& o) {
   spec.runs = o.run.runs;
   spec.seconds = o.run.options.seconds;
   spec.warmup_seconds = o.run.options.warmup_seconds;
+  // A and B = A + spin_ns differ in the frontend only: slices unless told otherwise.
+  bench::Config slowed = spec.base;
+  slowed.frontend_spin_ns += 1;
+  std::vector<std::string> live_keys;
+  spec.interleave = choose_interleave("calibrate", o.run, spec.base, slowed, live_keys);
+  spec.slice_seconds = o.run.options.slice_seconds;
 
-  fmt::print(
-      stderr,
-      "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds x 2 sides, {} s + {} s warmup each\n",
-      spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
+  fmt::print(stderr, "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds, interleaved in {}, {} s + {} s warmup\n",
+             spec.trials, spec.runs, bench::to_string(spec.interleave), spec.seconds, spec.warmup_seconds);
   bench::CalibrateResult result;
   auto failures = std::make_shared<size_t>(0);
   try {
-    result = bench::run_calibrate(spec, real_runner(o.run, failures), print_progress);
+    result = bench::run_calibrate(spec, real_runner(o.run, failures), print_progress,
+                                  real_pair_runner(o.run, failures));
   } catch (const std::exception& e) {
     fmt::print(stderr, "uvhost bench calibrate: {}\n", e.what());
     throw CLI::RuntimeError(1);
@@ -211,6 +253,16 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
   cmd->add_option("--warmup", run.options.warmup_seconds, "Warm-up before each window")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--interleave", run.interleave,
+                  "runs: A and B each in their own runs (own backend process); slices: each round one run "
+                  "with A and B switched live every --slice (only keys a running backend switches: poll, "
+                  "busy_us, exit, memory, enqueue, spin_ns); auto: slices where possible")
+      ->check(CLI::IsMember({"auto", "runs", "slices"}))
+      ->capture_default_str();
+  cmd->add_option("--slice", run.options.slice_seconds,
+                  "--interleave slices: each side's sub-window, seconds (--seconds per side in all)")
+      ->check(CLI::Range(0.001, 10.0))
+      ->capture_default_str();
   cmd->add_option("--queues", run.options.queue_pairs, "Queue pairs")->check(CLI::Range(1, 128));
   cmd->add_flag("--no-pin", run.no_pin, "Do not pin the frontend and the backend to CPUs");
   cmd->add_option("--uvhost", run.options.uvhost_binary,
@@ -231,7 +283,8 @@ void add_bench_compare(CLI::App& bench) {
   auto o = std::make_shared<CompareOptions>();
   auto* cmd = bench.add_subcommand(
       "compare",
-      "A/B: run configs A and B back to back, repeatedly, and say better / worse / noise with a 95% CI");
+      "A/B: run configs A and B interleaved (in slices of one run where they differ only in live-switchable "
+      "keys), repeatedly, and say better / worse / noise with a 95% CI");
   cmd->add_option("--a", o->a, "Config A: KEY=VALUE,... (as `uvhost bench --config`), e.g. poll=notify")
       ->required();
   cmd->add_option("--b", o->b, "Config B, e.g. poll=busy,busy_us=50 or backend=testpmd")->required();

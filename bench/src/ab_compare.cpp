@@ -68,7 +68,11 @@ void analyze_point(PointComparison& p) {
   }
 }
 
-CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress) {
+namespace {
+
+// Both run_compare flavours: `round(point, round_index, a_first)` fills one round.
+template <typename Round>
+CompareResult run_rounds(const CompareSpec& spec, Round&& round) {
   if (spec.runs < 2) throw std::invalid_argument("a comparison needs at least 2 runs of each side");
   if (spec.points.empty()) throw std::invalid_argument("a comparison needs at least one point");
   CompareResult result;
@@ -76,30 +80,65 @@ CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const P
   for (const Point& point : spec.points) {
     PointComparison pc;
     pc.point = point;
-    for (uint32_t round = 0; round < spec.runs; ++round) {
+    for (uint32_t r = 0; r < spec.runs; ++r) {
       // Even rounds A then B, odd rounds B then A: an order effect adds to A in half
       // the rounds and to B in the other half.
-      const bool a_first = round % 2 == 0;
+      const bool a_first = r % 2 == 0;
       pc.a_first.push_back(a_first);
-      for (int slot = 0; slot < 2; ++slot) {
-        const bool is_a = (slot == 0) == a_first;
-        const Config& config = is_a ? spec.a : spec.b;
-        const char side = is_a ? 'A' : 'B';
-        RunResult r;
-        try {
-          r = runner(config, point);
-        } catch (const std::exception& e) {
-          throw std::runtime_error(fmt::format("{}, round {} of {}, {} ({}): {}", describe_point(point),
-                                               round + 1, spec.runs, side, describe(config), e.what()));
-        }
-        if (progress) progress(progress_line(point, round, spec.runs, side, r));
-        (is_a ? pc.a_runs : pc.b_runs).push_back(std::move(r));
-      }
+      auto [a, b] = round(point, r, a_first);
+      pc.a_runs.push_back(std::move(a));
+      pc.b_runs.push_back(std::move(b));
     }
     analyze_point(pc);
     result.points.push_back(std::move(pc));
   }
   return result;
+}
+
+}  // namespace
+
+std::string_view to_string(Interleave interleave) noexcept {
+  return interleave == Interleave::kSlices ? "slices" : "runs";
+}
+
+CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress) {
+  return run_rounds(spec, [&](const Point& point, uint32_t round, bool a_first) {
+    std::array<RunResult, 2> sides;
+    for (int slot = 0; slot < 2; ++slot) {
+      const bool is_a = (slot == 0) == a_first;
+      const Config& config = is_a ? spec.a : spec.b;
+      const char side = is_a ? 'A' : 'B';
+      RunResult r;
+      try {
+        r = runner(config, point);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format("{}, round {} of {}, {} ({}): {}", describe_point(point), round + 1,
+                                             spec.runs, side, describe(config), e.what()));
+      }
+      if (progress) progress(progress_line(point, round, spec.runs, side, r));
+      sides[is_a ? 0 : 1] = std::move(r);
+    }
+    return sides;
+  });
+}
+
+CompareResult run_compare_interleaved(const CompareSpec& spec, const PairRunner& runner,
+                                      const ProgressFn& progress) {
+  return run_rounds(spec, [&](const Point& point, uint32_t round, bool a_first) {
+    std::array<RunResult, 2> sides;
+    try {
+      sides = runner(spec.a, spec.b, a_first, point);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("{}, round {} of {}, A ({}) with B ({}) in slices: {}",
+                                           describe_point(point), round + 1, spec.runs, describe(spec.a),
+                                           describe(spec.b), e.what()));
+    }
+    if (progress) {
+      progress(progress_line(point, round, spec.runs, 'A', sides[0]));
+      progress(progress_line(point, round, spec.runs, 'B', sides[1]));
+    }
+    return sides;
+  });
 }
 
 }  // namespace uvhost::bench

@@ -2,6 +2,7 @@
 #include "uvhost/bench/ab_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 #include <vector>
@@ -74,6 +75,22 @@ void print_workload_table(const CompareResult& result, Workload workload, std::o
 
 }  // namespace
 
+std::string interleave_line(const CompareSpec& spec) {
+  if (spec.interleave == Interleave::kSlices) {
+    return fmt::format(
+        "{} rounds per point, each one backend process running A and B in turn: {} s measured per side "
+        "in ~{:g} ms slices (A B B A ..., first side alternating per round, switched live: {}) after {} s "
+        "warmup",
+        spec.runs, spec.seconds, spec.slice_seconds * 1e3,
+        spec.live_keys.empty() ? std::string("nothing differs") : fmt::format("{}", fmt::join(spec.live_keys, ", ")),
+        spec.warmup_seconds);
+  }
+  return fmt::format(
+      "{} runs per side and point, each its own backend process, {} s measured after {} s warmup, A and B "
+      "back to back (order alternating)",
+      spec.runs, spec.seconds, spec.warmup_seconds);
+}
+
 nlohmann::json to_json(const AbComparison& c) {
   nlohmann::json j{{"method", to_string(c.method)}, {"verdict", to_string(c.verdict)}, {"n", c.n}};
   if (!c.valid()) {
@@ -98,10 +115,7 @@ void print_compare_report(const CompareResult& result, std::ostream& out) {
   const CompareSpec& spec = result.spec;
   out << "A: " << side_name(spec.a, "A") << describe(spec.a) << "\n";
   out << "B: " << side_name(spec.b, "B") << describe(spec.b) << "\n";
-  out << fmt::format(
-      "{} runs per side and point, {} s measured after {} s warmup, A and B back to back "
-      "(order alternating)\n",
-      spec.runs, spec.seconds, spec.warmup_seconds);
+  out << "interleave: " << interleave_line(spec) << "\n";
   out << "method: " << method_assumption(spec.method) << "\n";
   out << "+x%: B vs A, 95% CI in brackets; verdict noise when the CI contains 0\n";
   std::vector<Workload> seen;
@@ -140,6 +154,9 @@ nlohmann::json compare_json(const CompareResult& result) {
           {"runs", spec.runs},
           {"seconds", spec.seconds},
           {"warmup_seconds", spec.warmup_seconds},
+          {"interleave", to_string(spec.interleave)},
+          {"slice_seconds", spec.slice_seconds},
+          {"live_keys", spec.live_keys},
           {"method", to_string(spec.method)},
           {"assumption", method_assumption(spec.method)},
           {"points", points}};

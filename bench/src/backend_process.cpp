@@ -166,7 +166,8 @@ std::vector<std::string> uvhost_argv(const Config& config, const Point& point, c
   const char* backend = point.workload == Workload::kStreamTx   ? "sink"
                         : point.workload == Workload::kStreamRx ? "source"
                                                                 : "loopback";
-  std::string port = fmt::format("sock={},backend={},queues={},name=bench", socket, backend, options.queue_pairs);
+  std::string port =
+      fmt::format("sock={},backend={},queues={},name={}", socket, backend, options.queue_pairs, kBenchPortName);
   if (point.workload == Workload::kStreamRx) port += fmt::format(",size={}", point.size);
   for (const auto& [key, value] : config.port_keys) port += value.empty() ? "," + key : fmt::format(",{}={}", key, value);
   std::string binary = options.uvhost_binary;

@@ -197,4 +197,20 @@ PointRunFn retrying(PointRunFn runner, int retries, std::shared_ptr<size_t> fail
   };
 }
 
+PairRunFn retrying_pairs(PairRunFn runner, int retries, std::shared_ptr<size_t> failures) {
+  return [runner = std::move(runner), retries, failures](const Config& a, const Config& b, bool a_first,
+                                                         const Point& point) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        return runner(a, b, a_first, point);
+      } catch (const std::exception& e) {
+        if (failures) ++*failures;
+        if (attempt >= retries) throw;
+        std::fprintf(stderr, "uvhost bench: a run of %s with %s in slices failed and is repeated (%d of %d): %s\n",
+                     describe(a).c_str(), describe(b).c_str(), attempt + 1, retries, e.what());
+      }
+    }
+  };
+}
+
 }  // namespace uvhost::bench

@@ -22,6 +22,9 @@ CompareSpec trial_spec(const CalibrateSpec& spec, const Config& a, const Config&
   c.method = CompareDefaults::kMethod;
   c.seconds = spec.seconds;
   c.warmup_seconds = spec.warmup_seconds;
+  c.interleave = spec.interleave;
+  c.slice_seconds = spec.slice_seconds;
+  if (a.frontend_spin_ns != b.frontend_spin_ns) c.live_keys = {"spin_ns"};
   return c;
 }
 
@@ -116,7 +119,11 @@ std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
   return checks;
 }
 
-CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, const ProgressFn& progress) {
+CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, const ProgressFn& progress,
+                              const PairRunner& pair_runner) {
+  if (spec.interleave == Interleave::kSlices && !pair_runner) {
+    throw std::invalid_argument("calibration in slices needs a pair runner");
+  }
   if (spec.trials < 1) throw std::invalid_argument("calibration needs at least 1 trial");
   if (spec.runs < 2) throw std::invalid_argument("calibration needs at least 2 runs per comparison");
   if (!(spec.slowdown > 0) || spec.slowdown >= 1) throw std::invalid_argument("slowdown must be in (0, 1)");
@@ -158,7 +165,9 @@ CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, c
       ProgressFn inner;
       if (progress)
         inner = [&](const std::string& line) { progress(fmt::format("trial {} {}  {}", t + 1, kind, line)); };
-      CompareResult r = run_compare(trial_spec(spec, a, is_aa ? a : result.slowed), runner, inner);
+      const CompareSpec trial = trial_spec(spec, a, is_aa ? a : result.slowed);
+      CompareResult r = spec.interleave == Interleave::kSlices ? run_compare_interleaved(trial, pair_runner, inner)
+                                                               : run_compare(trial, runner, inner);
       if (progress) progress(trial_line(kind, t, spec.trials, r));
       (is_aa ? result.aa : result.ab).push_back(std::move(r));
     }
@@ -175,10 +184,8 @@ void print_calibrate_report(const CalibrateResult& result, std::ostream& out) {
       "B: A with the frontend spinning {} ns per packet ({:g}% more work per {}; pilot median {} {}/s)\n",
       result.spin_ns, spec.slowdown * 100, spec.point.workload == Workload::kRr ? "transaction" : "packet",
       si(percentile(result.pilot_throughput, 50)), spec.point.workload == Workload::kRr ? "trans" : "pkt");
-  out << fmt::format(
-      "{} trials of A/A and of A/B, each {} runs per side of {} s after {} s warmup (compare's "
-      "defaults unless overridden)\n",
-      spec.trials, spec.runs, spec.seconds, spec.warmup_seconds);
+  out << fmt::format("{} trials of A/A and of A/B (compare's defaults unless overridden), each: {}\n",
+                     spec.trials, interleave_line(trial_spec(spec, result.spec.base, result.slowed)));
   out << fmt::format(
       "targets: A/A says noise >= {:.0f}%, A/B says worse >= {:.0f}%; rates with Wilson 95% "
       "intervals\n\n",
@@ -237,6 +244,8 @@ nlohmann::json calibrate_json(const CalibrateResult& result) {
           {"runs", spec.runs},
           {"seconds", spec.seconds},
           {"warmup_seconds", spec.warmup_seconds},
+          {"interleave", to_string(spec.interleave)},
+          {"slice_seconds", spec.slice_seconds},
           {"slowdown", spec.slowdown},
           {"pilot_throughput", result.pilot_throughput},
           {"spin_ns", result.spin_ns},

@@ -3,6 +3,7 @@
 #include "uvhost/bench/frontend_driver.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <functional>
@@ -35,52 +36,110 @@ void spin(uint64_t spin_ns, uint64_t packets) noexcept {
   do_injected_work_ns(spin_ns * packets);
 }
 
-// Warm-up, then the measured window; owns the window's wall and CPU clocks.
+// The run's schedule and its clocks: warm-up, then the measured window. With two
+// sides the window is cut into `slices` sub-windows per side, ordered A B B A A B ...
+// (first_side first), so that a drift over the run weighs on both sides alike. A
+// sub-window whose side differs from the one before starts with switch_to(side) and
+// settle_seconds of unmeasured traffic, so the switch itself is never measured.
 class Window {
  public:
   explicit Window(const DriveSpec& spec)
       : spec_(spec),
-        measure_at_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(spec.warmup_seconds))) {}
+        sides_(spec.sides),
+        total_slices_(spec.sides == 2 ? 2 * spec.slices : 1),
+        slice_(to_duration(spec.sides == 2 ? spec.seconds / spec.slices : spec.seconds)),
+        settle_(to_duration(spec.sides == 2 ? spec.settle_seconds : 0)),
+        phase_end_(Clock::now() + to_duration(spec.warmup_seconds)) {
+    side_ = side_of(0);
+    // The backend starts as side 0; warm up as the first sub-window's side.
+    if (side_ != 0) spec_.switch_to(side_);
+  }
 
   bool measuring() const noexcept { return phase_ == Phase::kMeasuring; }
+  // The side whose traffic flows now (warm-up and settle included).
+  uint32_t side() const noexcept { return side_; }
+  uint64_t spin_ns() const noexcept { return spec_.spin_ns[side_]; }
 
-  // Called after every step with the current time; `at_start` clears the caller's
-  // counters at the window's start, `at_end` reads them at its end. false once the
-  // window is over.
+  // Called after every step with the current time; at_start(side) lets the caller
+  // take its counters' bases at a sub-window's start, at_end(side) add what moved
+  // since to that side's totals. false once the last sub-window is over.
   template <typename AtStart, typename AtEnd>
   bool advance(Clock::time_point now, AtStart&& at_start, AtEnd&& at_end) {
-    if (phase_ == Phase::kWarmup && now >= measure_at_) {
-      at_start();
-      if (spec_.on_window_start) spec_.on_window_start();
-      cpu_start_ = thread_cpu_ns();
-      wall_start_ = Clock::now();
-      end_at_ = wall_start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec_.seconds));
-      phase_ = Phase::kMeasuring;
-    } else if (phase_ == Phase::kMeasuring && now >= end_at_) {
-      wall_end_ = Clock::now();
-      cpu_end_ = thread_cpu_ns();
-      at_end();
-      if (spec_.on_window_end) spec_.on_window_end();
-      phase_ = Phase::kDone;
+    if (now < phase_end_) return phase_ != Phase::kDone;
+    switch (phase_) {
+      case Phase::kWarmup:
+      case Phase::kSettle:
+        at_start(side_);
+        if (spec_.on_window_start) spec_.on_window_start(side_);
+        cpu_start_ = thread_cpu_ns();
+        wall_start_ = Clock::now();
+        phase_end_ = wall_start_ + slice_;
+        phase_ = Phase::kMeasuring;
+        break;
+      case Phase::kMeasuring: {
+        const auto wall_end = Clock::now();
+        const int64_t cpu_end = thread_cpu_ns();
+        at_end(side_);
+        if (spec_.on_window_end) spec_.on_window_end(side_);
+        seconds_[side_] += std::chrono::duration<double>(wall_end - wall_start_).count();
+        cpu_seconds_[side_] += static_cast<double>(cpu_end - cpu_start_) * 1e-9;
+        if (++slice_index_ == total_slices_) {
+          phase_ = Phase::kDone;
+          break;
+        }
+        const uint32_t next = side_of(slice_index_);
+        if (next != side_) {
+          side_ = next;
+          spec_.switch_to(side_);
+          phase_ = Phase::kSettle;
+          phase_end_ = Clock::now() + settle_;
+        } else {
+          phase_ = Phase::kSettle;  // same side: measuring resumes at once
+          phase_end_ = now;
+        }
+        break;
+      }
+      case Phase::kDone:
+        break;
     }
     return phase_ != Phase::kDone;
   }
 
-  void finish(DriveResult& result) const {
-    result.seconds = std::chrono::duration<double>(wall_end_ - wall_start_).count();
-    result.frontend_cpu_seconds = static_cast<double>(cpu_end_ - cpu_start_) * 1e-9;
+  void finish(std::array<DriveResult, 2>& results) const {
+    for (uint32_t s = 0; s < sides_; ++s) {
+      results[s].seconds = seconds_[s];
+      results[s].frontend_cpu_seconds = cpu_seconds_[s];
+    }
   }
 
  private:
-  enum class Phase { kWarmup, kMeasuring, kDone };
+  enum class Phase { kWarmup, kSettle, kMeasuring, kDone };
+  static Clock::duration to_duration(double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  // Slice i's side in A B B A A B B A ... order: pairs (1,2), (3,4), ... share a side.
+  uint32_t side_of(uint32_t i) const noexcept {
+    if (sides_ == 1) return 0;
+    const uint32_t first = spec_.first_side;
+    return ((i + 1) / 2) % 2 == 0 ? first : 1 - first;
+  }
+
   const DriveSpec& spec_;
+  const uint32_t sides_;
+  const uint32_t total_slices_;
+  const Clock::duration slice_;
+  const Clock::duration settle_;
   Phase phase_ = Phase::kWarmup;
-  Clock::time_point measure_at_;
-  Clock::time_point end_at_{};
-  Clock::time_point wall_start_{}, wall_end_{};
-  int64_t cpu_start_ = 0, cpu_end_ = 0;
+  Clock::time_point phase_end_;
+  Clock::time_point wall_start_{};
+  int64_t cpu_start_ = 0;
+  uint32_t slice_index_ = 0;
+  uint32_t side_ = 0;
+  std::array<double, 2> seconds_{};
+  std::array<double, 2> cpu_seconds_{};
 };
+
+using Sides = std::array<DriveResult, 2>;
 
 // Fails the run when nothing has moved for kStallLimit; says when to sleep instead of spin.
 class Progress {
@@ -124,8 +183,8 @@ uint64_t completed_tx(vhost_user::Frontend& frontend, uint32_t queue_pairs) {
   return frontend.stats().tx_packets - in_flight;
 }
 
-DriveResult run_stream_tx(vhost_user::Frontend& frontend, const DriveSpec& spec) {
-  DriveResult result;
+Sides run_stream_tx(vhost_user::Frontend& frontend, const DriveSpec& spec) {
+  Sides result;
   const auto by_pair = sessions_by_pair(spec.point.sessions, spec.queue_pairs);
   std::vector<uint64_t> sequence(spec.point.sessions, 0);
   std::vector<size_t> next_session(spec.queue_pairs, 0);
@@ -154,7 +213,7 @@ DriveResult run_stream_tx(vhost_user::Frontend& frontend, const DriveSpec& spec)
       frontend.flush_tx(p);
       queued_total += queued;
     }
-    spin(spec.spin_ns, queued_total);
+    spin(window.spin_ns(), queued_total);
     const auto now = Clock::now();
     if (queued_total > 0) {
       progress.moved(now);
@@ -167,17 +226,17 @@ DriveResult run_stream_tx(vhost_user::Frontend& frontend, const DriveSpec& spec)
       }
     }
     const bool more = window.advance(
-        now, [&] { completed_base = completed_tx(frontend, spec.queue_pairs); },
-        [&] { result.packets = completed_tx(frontend, spec.queue_pairs) - completed_base; });
+        now, [&](uint32_t) { completed_base = completed_tx(frontend, spec.queue_pairs); },
+        [&](uint32_t side) { result[side].packets += completed_tx(frontend, spec.queue_pairs) - completed_base; });
     if (!more) break;
   }
-  result.bytes = result.packets * spec.point.size;
+  for (DriveResult& r : result) r.bytes = r.packets * spec.point.size;
   window.finish(result);
   return result;
 }
 
-DriveResult run_stream_rx(vhost_user::Frontend& frontend, const DriveSpec& spec) {
-  DriveResult result;
+Sides run_stream_rx(vhost_user::Frontend& frontend, const DriveSpec& spec) {
+  Sides result;
   uint64_t wrong_size = 0, last_wrong = 0;
   uint64_t got_step = 0;
   auto on_packet = [&](const vhost_user::RxPacket& packet) {
@@ -200,7 +259,7 @@ DriveResult run_stream_rx(vhost_user::Frontend& frontend, const DriveSpec& spec)
                                            last_wrong, spec.point.size));
     }
     packets += got_step;
-    spin(spec.spin_ns, got_step);
+    spin(window.spin_ns(), got_step);
     const auto now = Clock::now();
     if (got_step > 0) {
       progress.moved(now);
@@ -211,16 +270,17 @@ DriveResult run_stream_rx(vhost_user::Frontend& frontend, const DriveSpec& spec)
         (void)frontend.wait_rx(kWaitSlice, static_cast<uint32_t>(wait_pair));
       }
     }
-    const bool more = window.advance(now, [&] { base = packets; }, [&] { result.packets = packets - base; });
+    const bool more = window.advance(
+        now, [&](uint32_t) { base = packets; }, [&](uint32_t side) { result[side].packets += packets - base; });
     if (!more) break;
   }
-  result.bytes = result.packets * spec.point.size;
+  for (DriveResult& r : result) r.bytes = r.packets * spec.point.size;
   window.finish(result);
   return result;
 }
 
-DriveResult run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
-  DriveResult result;
+Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
+  Sides result;
   const uint32_t sessions = spec.point.sessions;
   struct Session {
     uint32_t pair = 0;
@@ -259,8 +319,9 @@ DriveResult run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
     session.outstanding = false;
     ++session.sequence;
     if (window.measuring()) {
-      result.latency.record(now_ns - session.sent_ns);
-      ++result.transactions;
+      DriveResult& side = result[window.side()];
+      side.latency.record(now_ns - session.sent_ns);
+      ++side.transactions;
     }
     due[current_pair].push_back(stamp->session);
   };
@@ -275,7 +336,7 @@ DriveResult run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
       // The injected work (calibration) sits on the critical path: between an answer
       // and the next request, one spin for the answer and one for the request. Spun
       // after sending instead, it would overlap the backend's turn and cost nothing.
-      spin(spec.spin_ns, 2 * ready.size());
+      spin(window.spin_ns(), 2 * ready.size());
       size_t sent = 0;
       for (; sent < ready.size(); ++sent) {
         Session& session = state[ready[sent]];
@@ -302,10 +363,13 @@ DriveResult run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
         (void)frontend.wait_rx(kWaitSlice, wait_pair);
       }
     }
-    if (!window.advance(now, [&] { result.latency.reset(); result.transactions = 0; }, [] {})) break;
+    // Answers count only while measuring (on_packet), so the sub-windows need no bases.
+    if (!window.advance(now, [](uint32_t) {}, [](uint32_t) {})) break;
   }
-  result.packets = result.transactions;
-  result.bytes = result.packets * spec.point.size;
+  for (DriveResult& r : result) {
+    r.packets = r.transactions;
+    r.bytes = r.packets * spec.point.size;
+  }
   window.finish(result);
   return result;
 }
@@ -333,7 +397,9 @@ vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t qu
   return options;
 }
 
-DriveResult drive_frontend(vhost_user::Frontend& frontend, const DriveSpec& spec) {
+namespace {
+
+Sides drive(vhost_user::Frontend& frontend, const DriveSpec& spec) {
   if (spec.point.sessions == 0) throw std::runtime_error("sessions must be at least 1");
   if (spec.queue_pairs == 0 || spec.queue_pairs > frontend.queue_pairs()) {
     throw std::runtime_error(fmt::format("{} queue pairs asked, the frontend has {}", spec.queue_pairs,
@@ -342,20 +408,40 @@ DriveResult drive_frontend(vhost_user::Frontend& frontend, const DriveSpec& spec
   if (spec.point.size < kMinFrameSize || spec.point.size > kMaxFrameSize) {
     throw std::runtime_error(fmt::format("frame size {} outside {}..{}", spec.point.size, kMinFrameSize, kMaxFrameSize));
   }
+  if (spec.sides != 1 && spec.sides != 2) throw std::runtime_error("a run drives one side or two");
+  if (spec.sides == 2) {
+    if (spec.slices == 0) throw std::runtime_error("interleaving needs at least one slice per side");
+    if (!spec.switch_to) throw std::runtime_error("interleaving needs a switch_to");
+    if (!(spec.settle_seconds >= 0)) throw std::runtime_error("the settle time cannot be negative");
+  }
   // Size the injected work before the clock starts (it measures the CPU once).
-  if (spec.spin_ns != 0) (void)injected_iterations_per_ns();
-  DriveResult result;
+  if (spec.spin_ns[0] != 0 || spec.spin_ns[1] != 0) (void)injected_iterations_per_ns();
+  Sides result;
   switch (spec.point.workload) {
     case Workload::kStreamTx: result = run_stream_tx(frontend, spec); break;
     case Workload::kStreamRx: result = run_stream_rx(frontend, spec); break;
     case Workload::kRr: result = run_rr(frontend, spec); break;
   }
   if (frontend.broken()) throw std::runtime_error("frontend broken: " + frontend.error());
-  if (result.packets == 0) {
-    throw std::runtime_error(fmt::format("{}: no traffic in the {:.2f} s window", to_string(spec.point.workload),
-                                         result.seconds));
+  for (uint32_t s = 0; s < spec.sides; ++s) {
+    if (result[s].packets == 0) {
+      throw std::runtime_error(fmt::format("{}: no traffic in the {:.2f} s window{}", to_string(spec.point.workload),
+                                           result[s].seconds, spec.sides == 2 ? (s == 0 ? " of side A" : " of side B") : ""));
+    }
   }
   return result;
+}
+
+}  // namespace
+
+DriveResult drive_frontend(vhost_user::Frontend& frontend, const DriveSpec& spec) {
+  if (spec.sides != 1) throw std::runtime_error("drive_frontend drives one side; use drive_frontend_interleaved");
+  return std::move(drive(frontend, spec)[0]);
+}
+
+std::array<DriveResult, 2> drive_frontend_interleaved(vhost_user::Frontend& frontend, const DriveSpec& spec) {
+  if (spec.sides != 2) throw std::runtime_error("drive_frontend_interleaved drives two sides (sides = 2)");
+  return drive(frontend, spec);
 }
 
 }  // namespace uvhost::bench

@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cmath>
+#include <map>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -15,9 +19,11 @@
 
 #include "uvhost/bench/backend_process.h"
 #include "uvhost/bench/frontend_driver.h"
+#include "uvhost/bench/live_switch.h"
 #include "uvhost/bench/process_threads.h"
 #include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/workload.h"
+#include "uvhost/serve/control_client.h"
 #include "uvhost/vhost_user/frontend.h"
 
 namespace uvhost::bench {
@@ -108,11 +114,47 @@ void validate(const Config& config, const Point& point, const RunOptions& option
   }
 }
 
-}  // namespace
+// Per-thread CPU summed over a side's sub-windows (tid -> name and ns).
+class SideThreadCpu {
+ public:
+  void add(const std::vector<ThreadSample>& start, const std::vector<ThreadSample>& end) {
+    for (const ThreadSample& t : end) {
+      uint64_t base = 0;  // a thread born within the sub-window counts from 0
+      for (const ThreadSample& s : start) {
+        if (s.tid == t.tid) base = s.cpu_ns;
+      }
+      ThreadSample& sum = sums_[t.tid];
+      sum.tid = t.tid;
+      sum.name = t.name;
+      sum.cpu_ns += t.cpu_ns >= base ? t.cpu_ns - base : 0;
+    }
+  }
+  std::vector<ThreadSample> totals() const {
+    std::vector<ThreadSample> out;
+    for (const auto& [tid, sample] : sums_) out.push_back(sample);
+    return out;
+  }
 
-RunResult run_point(const Config& config, const Point& point, const RunOptions& options) {
+ private:
+  std::map<pid_t, ThreadSample> sums_;
+};
+
+// Side B of an interleaved run and how to switch to it.
+struct SecondSide {
+  const Config& config;
+  const LiveSwitch& to;
+  bool a_first = true;
+};
+
+// One backend process, one frontend connection: `config` alone (run_point), or
+// `config` and `second` interleaved (run_point_interleaved).
+std::array<RunResult, 2> run_sides(const Config& config, const SecondSide* second, const Point& point,
+                                   const RunOptions& options) {
   validate(config, point, options);
-  if (options.frontend == Frontend::kQemu) return run_qemu_point(config, point, options);
+  if (second != nullptr && options.frontend != Frontend::kEmbedded) {
+    throw std::runtime_error("interleaved runs need the embedded frontend");
+  }
+  if (options.frontend == Frontend::kQemu) return {run_qemu_point(config, point, options), RunResult{}};
   const vhost_user::FrontendOptions frontend_options = frontend_options_for(point, options.queue_pairs);
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
   const int backend_cpu = options.pin ? options.backend_cpu : -1;
@@ -121,11 +163,12 @@ RunResult run_point(const Config& config, const Point& point, const RunOptions& 
   DpdkPrefix prefix;
   std::unique_ptr<BackendProcess> backend;
   std::string socket;
+  const std::string control = dir.file("ctl.sock");
   pid_t cpu_pid = 0;
   switch (config.backend) {
     case BackendKind::kUvhost:
       socket = dir.file("vu.sock");
-      backend = std::make_unique<BackendProcess>(uvhost_argv(config, point, options, socket, dir.file("ctl.sock")),
+      backend = std::make_unique<BackendProcess>(uvhost_argv(config, point, options, socket, control),
                                                  dir.file("backend.log"), backend_cpu);
       backend->wait_ready(socket, "", kUvhostStartTimeout);
       cpu_pid = backend->pid();
@@ -153,8 +196,10 @@ RunResult run_point(const Config& config, const Point& point, const RunOptions& 
                                           backend->log_tail()));
   };
 
-  RunResult result;
-  std::vector<ThreadSample> backend_start, backend_end;
+  const uint32_t sides = second != nullptr ? 2 : 1;
+  std::array<RunResult, 2> result;
+  std::array<SideThreadCpu, 2> backend_cpu_by_side;
+  std::vector<ThreadSample> backend_start;
   {
     ThreadPin pin(frontend_cpu);
     std::string error;
@@ -166,32 +211,57 @@ RunResult run_point(const Config& config, const Point& point, const RunOptions& 
     spec.queue_pairs = options.queue_pairs;
     spec.warmup_seconds = options.warmup_seconds;
     spec.seconds = options.seconds;
-    spec.spin_ns = config.frontend_spin_ns;
-    spec.on_window_start = [&] {
+    spec.spin_ns = {config.frontend_spin_ns, second != nullptr ? second->config.frontend_spin_ns : 0};
+    spec.on_window_start = [&](uint32_t) {
       if (cpu_pid > 0) backend_start = snapshot_threads(cpu_pid);
     };
-    spec.on_window_end = [&] {
-      if (cpu_pid > 0) backend_end = snapshot_threads(cpu_pid);
+    spec.on_window_end = [&](uint32_t side) {
+      if (cpu_pid > 0) backend_cpu_by_side[side].add(backend_start, snapshot_threads(cpu_pid));
     };
-    DriveResult drive;
+    if (second != nullptr) {
+      spec.sides = 2;
+      spec.slices = static_cast<uint32_t>(std::max(1.0, std::round(options.seconds / options.slice_seconds)));
+      spec.first_side = second->a_first ? 0 : 1;
+      spec.settle_seconds = options.settle_seconds;
+      spec.switch_to = [&](uint32_t side) {
+        for (const nlohmann::json& request : side == 0 ? second->to.to_a : second->to.to_b) {
+          std::string why;
+          const std::optional<nlohmann::json> reply = serve::control_request(control, request, why);
+          if (!reply) throw std::runtime_error(fmt::format("switching to {}: {}", side == 0 ? 'A' : 'B', why));
+          if (!reply->value("ok", false)) {
+            throw std::runtime_error(
+                fmt::format("switching to {}: {} answered {}", side == 0 ? 'A' : 'B', request.dump(), reply->dump()));
+          }
+        }
+      };
+    }
+    std::array<DriveResult, 2> drive;
     try {
-      drive = drive_frontend(*frontend, spec);
+      if (second != nullptr) {
+        drive = drive_frontend_interleaved(*frontend, spec);
+      } else {
+        drive[0] = drive_frontend(*frontend, spec);
+      }
     } catch (const std::exception& e) {
       throw failure(fmt::format("{} size {} sessions {}: {}", to_string(point.workload), point.size, point.sessions,
                                 e.what()));
     }
     if (!frontend->stop()) throw failure("stopping the frontend: " + frontend->error());
 
-    result.seconds = drive.seconds;
-    result.packets = drive.packets;
-    result.bytes = drive.bytes;
-    result.transactions = drive.transactions;
-    if (point.workload == Workload::kRr) {
-      result.p50_us = drive.latency.percentile(50) * 1e-3;
-      result.p99_us = drive.latency.percentile(99) * 1e-3;
-      result.p999_us = drive.latency.percentile(99.9) * 1e-3;
+    for (uint32_t s = 0; s < sides; ++s) {
+      RunResult& r = result[s];
+      const DriveResult& d = drive[s];
+      r.seconds = d.seconds;
+      r.packets = d.packets;
+      r.bytes = d.bytes;
+      r.transactions = d.transactions;
+      if (point.workload == Workload::kRr) {
+        r.p50_us = d.latency.percentile(50) * 1e-3;
+        r.p99_us = d.latency.percentile(99) * 1e-3;
+        r.p999_us = d.latency.percentile(99.9) * 1e-3;
+      }
+      r.threads.push_back(ThreadCpu{"frontend", "frontend", d.frontend_cpu_seconds});
     }
-    result.threads.push_back(ThreadCpu{"frontend", "frontend", drive.frontend_cpu_seconds});
   }
 
   if (backend) {
@@ -201,11 +271,33 @@ RunResult run_point(const Config& config, const Point& point, const RunOptions& 
       throw failure("uvhost serve did not stop cleanly");
     }
   }
-  for (ThreadCpu& t : thread_cpu_between(backend_start, backend_end, result.seconds, "backend")) {
-    result.threads.push_back(std::move(t));
+  for (uint32_t s = 0; s < sides; ++s) {
+    RunResult& r = result[s];
+    if (cpu_pid > 0) {
+      for (ThreadCpu& t : thread_cpu_between({}, backend_cpu_by_side[s].totals(), r.seconds, "backend")) {
+        r.threads.push_back(std::move(t));
+      }
+    }
+    for (const ThreadCpu& t : r.threads) r.cpu_seconds += t.cpu_seconds;
   }
-  for (const ThreadCpu& t : result.threads) result.cpu_seconds += t.cpu_seconds;
   return result;
+}
+
+}  // namespace
+
+RunResult run_point(const Config& config, const Point& point, const RunOptions& options) {
+  return std::move(run_sides(config, nullptr, point, options)[0]);
+}
+
+std::array<RunResult, 2> run_point_interleaved(const Config& a, const Config& b, bool a_first, const Point& point,
+                                               const RunOptions& options) {
+  std::string why;
+  const std::optional<LiveSwitch> to = live_switch(a, b, why);
+  if (!to) throw std::runtime_error("A and B cannot share a run: " + why);
+  if (!(options.slice_seconds > 0)) throw std::runtime_error("the slice must be longer than 0 s");
+  if (!(options.settle_seconds >= 0)) throw std::runtime_error("the settle time cannot be negative");
+  const SecondSide second{b, *to, a_first};
+  return run_sides(a, &second, point, options);
 }
 
 }  // namespace uvhost::bench

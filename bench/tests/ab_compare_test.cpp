@@ -143,6 +143,60 @@ TEST(AbCompare, FailingRunNamesPointRoundAndSide) {
                std::invalid_argument);
 }
 
+TEST(AbCompare, InterleavedRoundsAlternateTheFirstSideAndKeepPairs) {
+  ModelMachine machine(4);
+  CompareSpec spec;
+  spec.a.label = "A";
+  spec.b.label = "B";
+  spec.b.frontend_spin_ns = 50;
+  spec.points = {Point{Workload::kRr, 64, 1}};
+  spec.runs = 4;
+  spec.interleave = Interleave::kSlices;
+  spec.slice_seconds = 0.05;
+  spec.live_keys = {"spin_ns"};
+  std::vector<bool> firsts;
+  std::vector<double> a_tps, b_tps;
+  const CompareResult result =
+      run_compare_interleaved(spec, [&](const Config& a, const Config& b, bool a_first, const Point& pt) {
+        EXPECT_EQ(a.label, "A");
+        EXPECT_EQ(b.label, "B");
+        firsts.push_back(a_first);
+        std::array<RunResult, 2> sides{machine.run(a, pt), machine.run(b, pt)};
+        a_tps.push_back(sides[0].tps());
+        b_tps.push_back(sides[1].tps());
+        return sides;
+      });
+  EXPECT_EQ(firsts, (std::vector<bool>{true, false, true, false}));
+  const PointComparison& p = result.points.at(0);
+  EXPECT_EQ(p.a_first, firsts);
+  ASSERT_EQ(p.a_runs.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(p.a_runs[i].tps(), a_tps[i]);
+    EXPECT_EQ(p.b_runs[i].tps(), b_tps[i]);
+  }
+  EXPECT_EQ(p.thu.paired_t.n, 4u);
+  std::ostringstream report;
+  print_compare_report(result, report);
+  EXPECT_NE(report.str().find("~50 ms slices"), std::string::npos) << report.str();
+  EXPECT_NE(report.str().find("switched live: spin_ns"), std::string::npos) << report.str();
+  const nlohmann::json j = compare_json(result);
+  EXPECT_EQ(j["interleave"], "slices");
+  EXPECT_EQ(j["live_keys"], nlohmann::json::array({"spin_ns"}));
+
+  // A failing round names the point, the round and both sides.
+  try {
+    (void)run_compare_interleaved(spec, [&](const Config&, const Config&, bool, const Point&) -> std::array<RunResult, 2> {
+      throw std::runtime_error("switch refused");
+    });
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("round 1 of 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("spin_ns=50"), std::string::npos) << what;
+    EXPECT_NE(what.find("switch refused"), std::string::npos) << what;
+  }
+}
+
 TEST(AbCompare, ZeroThroughputRunIsReportedNotCompared) {
   ModelMachine machine(3);
   CompareSpec spec;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -100,6 +102,42 @@ TEST(Calibrate, NoisyMachineFailsPower) {
   std::ostringstream out;
   print_calibrate_report(result, out);
   EXPECT_NE(out.str().find("FAIL"), std::string::npos);
+}
+
+// In slices every trial's round goes through the pair runner (A and A+spin in one
+// run); the pilot runs, one side each, through the plain runner.
+TEST(Calibrate, SlicesRunEveryRoundThroughThePairRunner) {
+  ModelMachine machine(7, 0.01);
+  CalibrateSpec spec;
+  spec.point = Point{Workload::kRr, 64, 1};
+  spec.trials = 3;
+  spec.runs = 4;
+  spec.interleave = Interleave::kSlices;
+  spec.slice_seconds = 0.05;
+  size_t single = 0, pairs = 0;
+  const CalibrateResult result = run_calibrate(
+      spec,
+      [&](const Config& c, const Point& p) {
+        ++single;
+        return machine.run(c, p);
+      },
+      {},
+      [&](const Config& a, const Config& b, bool, const Point& p) {
+        ++pairs;
+        return std::array<RunResult, 2>{machine.run(a, p), machine.run(b, p)};
+      });
+  EXPECT_EQ(single, 3u);                 // the pilots
+  EXPECT_EQ(pairs, 3u * 2u * 4u);        // trials x (A/A + A/B) x rounds
+  EXPECT_EQ(result.aa[0].spec.interleave, Interleave::kSlices);
+  EXPECT_TRUE(result.aa[0].spec.live_keys.empty());
+  EXPECT_EQ(result.ab[0].spec.live_keys, (std::vector<std::string>{"spin_ns"}));
+  std::ostringstream out;
+  print_calibrate_report(result, out);
+  EXPECT_NE(out.str().find("slices"), std::string::npos) << out.str();
+  EXPECT_EQ(calibrate_json(result)["interleave"], "slices");
+  // Slices without a pair runner is a caller's mistake.
+  EXPECT_THROW(run_calibrate(spec, [&](const Config& c, const Point& p) { return machine.run(c, p); }),
+               std::invalid_argument);
 }
 
 TEST(Calibrate, RejectsBadSpecsAndDeadPilots) {

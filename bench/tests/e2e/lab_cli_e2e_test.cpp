@@ -182,6 +182,44 @@ TEST_F(LabCli, DelegationGivesEachLockAVerdictAgainstStdMutexPerStructureAndPlot
   expect_png(plot);
 }
 
+// `uvhost bench compare` and `calibrate` through the command: slices where A and B
+// differ only in live keys, separate runs where told or where they must.
+TEST_F(LabCli, BenchCompareInterleavesInSlicesWhereItCan) {
+  const fs::path json = dir_ / "slices.json";
+  Ran r = run("bench compare --a poll=always --b poll=always,spin_ns=20000 --workloads stream-tx --sizes 64" +
+              std::string(kQuick) + " --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("switched live: spin_ns"), std::string::npos) << r.out;
+  nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["interleave"], "slices");
+  ASSERT_EQ(j["points"][0]["runs"].size(), 2u);
+  for (const auto& round : j["points"][0]["runs"]) {
+    EXPECT_GT(round["a"]["packets"].get<uint64_t>(), 2 * round["b"]["packets"].get<uint64_t>());
+  }
+
+  const fs::path runs_json = dir_ / "runs.json";
+  r = run("bench compare --a poll=always --b poll=busy --workloads rr --sizes 64 --interleave runs" +
+          std::string(kQuick) + " --json " + runs_json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("each its own backend process"), std::string::npos) << r.out;
+  EXPECT_EQ(read_json(runs_json)["interleave"], "runs");
+
+  // workers= is fixed when the port is created: slices are refused, auto falls back.
+  r = run("bench compare --a workers=pair --b workers=device --interleave slices" + std::string(kQuick));
+  EXPECT_EQ(r.status, 2) << r.out;
+}
+
+TEST_F(LabCli, BenchCalibrateRunsItsTrialsInSlices) {
+  const fs::path json = dir_ / "cal.json";
+  const Ran r = run("bench calibrate --trials 1 --runs 2 --seconds 0.1 --warmup 0.05 --no-pin --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("A/A noise"), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["interleave"], "slices");
+  EXPECT_EQ(j["aa_trials"].size(), 1u);
+  EXPECT_EQ(j["ab_trials"][0]["live_keys"], nlohmann::json::array({"spin_ns"}));
+}
+
 TEST_F(LabCli, RefusesAnUnknownWorkload) {
   const Ran r = run("lab busypoll --workloads tcp_crr" + std::string(kQuick));
   EXPECT_NE(r.status, 0);

@@ -115,6 +115,50 @@ TEST(RunPointE2eMore, FailuresCarryTheBackendLog) {
   }
 }
 
+// Interleaved runs (one backend, A and B switched live in slices): both sides measured
+// for their full time, every invariant of a plain run holds for each.
+TEST(RunPointE2eInterleaved, FrontendSpinSlowsOnlyItsOwnSide) {
+  std::string error;
+  const std::optional<Config> a = parse_config("poll=always", error);
+  const std::optional<Config> b = parse_config("poll=always,spin_ns=20000", error);
+  ASSERT_TRUE(a && b) << error;
+  const Point point{Workload::kStreamTx, 64, 1};
+  for (const bool a_first : {true, false}) {
+    SCOPED_TRACE(a_first ? "A first" : "B first");
+    const auto [ra, rb] = run_point_interleaved(*a, *b, a_first, point, quick_options());
+    check_invariants(point, ra);
+    check_invariants(point, rb);
+    EXPECT_LT(ra.seconds, 0.5);
+    EXPECT_LT(rb.seconds, 0.5);
+    // 20 us of frontend work per packet on B only: B moves far fewer packets.
+    EXPECT_LT(rb.packets * 2, ra.packets) << "A " << ra.packets << " B " << rb.packets;
+  }
+}
+
+TEST(RunPointE2eInterleaved, BackendKeysSwitchThroughTheControlSocket) {
+  // Every switch is a control request the daemon must accept (a refusal fails the run).
+  std::string error;
+  const std::optional<Config> a = parse_config("poll=notify", error);
+  const std::optional<Config> b = parse_config("poll=busy,busy_us=30,exit=any,memory=mutex,enqueue=locked_wake", error);
+  ASSERT_TRUE(a && b) << error;
+  const Point point{Workload::kRr, 64, 2};
+  const auto [ra, rb] = run_point_interleaved(*a, *b, false, point, quick_options());
+  check_invariants(point, ra);
+  check_invariants(point, rb);
+}
+
+TEST(RunPointE2eInterleaved, RestartKeysAreRefused) {
+  std::string error;
+  const std::optional<Config> a = parse_config("workers=pair", error);
+  ASSERT_TRUE(a) << error;
+  try {
+    (void)run_point_interleaved(*a, Config{}, true, Point{Workload::kRr, 64, 1}, quick_options());
+    FAIL() << "configs that need a restart shared a run";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot share a run"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunPointE2eMore, NothingListeningFailsClearly) {
   Config config;
   config.backend = BackendKind::kSocket;

@@ -9,6 +9,11 @@
 //    RunOptions; tests pass any runner that really measures something. A runner that
 //    throws aborts the comparison: the exception is rethrown as std::runtime_error
 //    naming the point, the round and the side.
+//  - run_compare_interleaved() is the same with a PairRunner: a round is one call that
+//    measures A and B together (run_point_interleaved: one backend, the sides switched
+//    live every few tens of ms), a_first alternating per round as above. The rounds'
+//    results are analyzed exactly like separate runs. spec.interleave says which was
+//    used (reports print it).
 //  - Per point it summarizes (stats.h) and compares (ab_stats.h, B vs A) with BOTH
 //    methods, paired-t, welch and signed-rank, so one set of runs answers any question:
 //      thu        throughput (RunResult::throughput: tps for rr, pps otherwise), higher is better
@@ -23,9 +28,11 @@
 // exactly what a default comparison does.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "uvhost/bench/ab_stats.h"
@@ -47,6 +54,13 @@ struct CompareDefaults {
 };
 
 using Runner = std::function<RunResult(const Config&, const Point&)>;
+// One round of both sides: {A's result, B's result}.
+using PairRunner = std::function<std::array<RunResult, 2>(const Config& a, const Config& b, bool a_first, const Point&)>;
+
+// How A and B alternate: whole runs (each its own backend process, A B / B A per
+// round), or slices within each round's run (live_switch.h).
+enum class Interleave { kRuns, kSlices };
+std::string_view to_string(Interleave interleave) noexcept;
 using ProgressFn = std::function<void(const std::string&)>;
 
 struct CompareSpec {
@@ -58,6 +72,9 @@ struct CompareSpec {
   // For the report only (the runner owns them): the measured window and warmup.
   double seconds = CompareDefaults::kSeconds;
   double warmup_seconds = CompareDefaults::kWarmupSeconds;
+  Interleave interleave = Interleave::kRuns;
+  double slice_seconds = 0;           // kSlices: each sub-window's length
+  std::vector<std::string> live_keys; // kSlices: what was switched live
 };
 
 // One metric of one point: each side's summary and B vs A by both methods.
@@ -107,6 +124,9 @@ void analyze_point(PointComparison& point);
 
 // Throws std::invalid_argument when runs < 2 or there are no points.
 CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress = {});
+// The same with rounds of both sides at once; spec.interleave should be kSlices.
+CompareResult run_compare_interleaved(const CompareSpec& spec, const PairRunner& runner,
+                                      const ProgressFn& progress = {});
 
 // "rr 64B x1": a point, for progress lines and plot labels.
 std::string describe_point(const Point& point);

@@ -1,7 +1,8 @@
 // ab_report.h - how a CompareResult is shown: tables for people, JSON and CSV for tools.
 //
 //  - print_compare_report(): a header (A's and B's configs as describe() writes them,
-//    runs, seconds, warmup, the method and its assumption), then one table per
+//    how A and B were interleaved (interleave_line), the method and its assumption),
+//    then one table per
 //    workload in the seed threads' shape (seed 001's size/session/+thu%/+normalize%):
 //      size | sessions | A thu | B thu | +thu% [95% CI] | verdict | +normalize% [95% CI]
 //      | verdict | CPU A/B (cores) [| p99 A/B (us), rr only]
@@ -13,12 +14,15 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
 
 #include "uvhost/bench/ab_compare.h"
 
 namespace uvhost::bench {
 
 void print_compare_report(const CompareResult& result, std::ostream& out);
+// "20 runs per side and point, each its own backend process, ..." or the slices' line.
+std::string interleave_line(const CompareSpec& spec);
 nlohmann::json compare_json(const CompareResult& result);
 void write_compare_csv(const CompareResult& result, std::ostream& out);
 

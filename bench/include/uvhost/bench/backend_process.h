@@ -31,6 +31,10 @@
 
 namespace uvhost::bench {
 
+// The name uvhost_argv() gives the bench's port (its workers are "bench.w<k>");
+// control requests (live_switch.h) address it.
+inline constexpr const char* kBenchPortName = "bench";
+
 class BackendProcess {
  public:
   BackendProcess(const std::vector<std::string>& argv, std::string log_path, int cpu);

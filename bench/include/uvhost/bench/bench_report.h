@@ -26,6 +26,8 @@
 //    finished run.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,5 +88,8 @@ RunObserver stderr_progress();
 // throw away a comparison of hundreds of runs, and must not go unreported either.
 using PointRunFn = std::function<RunResult(const Config&, const Point&)>;
 PointRunFn retrying(PointRunFn runner, int retries, std::shared_ptr<size_t> failures);
+// The same for rounds of both sides in one run (run_point_interleaved).
+using PairRunFn = std::function<std::array<RunResult, 2>(const Config& a, const Config& b, bool a_first, const Point&)>;
+PairRunFn retrying_pairs(PairRunFn runner, int retries, std::shared_ptr<size_t> failures);
 
 }  // namespace uvhost::bench

@@ -14,7 +14,9 @@
 //    difference of that size).
 // Trial i runs its A/A comparison, then its A/B comparison, each exactly as
 // run_compare() does (same runs, alternating order), so calibration tests what compare
-// does with the same CompareDefaults.
+// does with the same CompareDefaults. With interleave = kSlices (what compare does when
+// A and B differ only in live-switchable keys, as A and A+spin do) each round is one
+// call of the PairRunner (run_compare_interleaved), as compare would run it.
 //
 // The slowdown's spin comes from a pilot: `pilot_runs` runs of A, median throughput;
 // one packet's time is 1/throughput, and the spin adds `slowdown` of it. For rr each
@@ -52,6 +54,10 @@ struct CalibrateSpec {
   // For the report only (the runner owns them).
   double seconds = CompareDefaults::kSeconds;
   double warmup_seconds = CompareDefaults::kWarmupSeconds;
+  // kSlices: every comparison's rounds go through the PairRunner; slice_seconds is
+  // for the report.
+  Interleave interleave = Interleave::kRuns;
+  double slice_seconds = 0;
 };
 
 inline constexpr double kAaNoiseTarget = 0.95;
@@ -92,10 +98,11 @@ struct CalibrateResult {
   double aa_log_ratio_sd() const;
 };
 
-// Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0),
-// std::runtime_error when the pilot measures no throughput or a run fails.
+// Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0,
+// kSlices without a pair runner), std::runtime_error when the pilot measures no
+// throughput or a run fails. The pilot runs use `runner` (one side).
 CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner,
-                              const ProgressFn& progress = {});
+                              const ProgressFn& progress = {}, const PairRunner& pair_runner = {});
 
 // Rates from finished trials (run_calibrate uses it; tests call it on their own).
 std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,

@@ -10,8 +10,8 @@
 //    for a size outside kMinFrameSize..kMaxFrameSize or one no ring can hold.
 //  - drive_frontend(frontend, spec) runs spec.warmup_seconds, then the measured window
 //    of spec.seconds, then returns. At the window's start it resets its counters and
-//    the histogram, reads its thread's CPU clock and calls spec.on_window_start; at
-//    the end the same with on_window_end. Busy-polls; sleeps on a call eventfd (1 ms
+//    the histogram, reads its thread's CPU clock and calls spec.on_window_start(0); at
+//    the end the same with on_window_end(0). Busy-polls; sleeps on a call eventfd (1 ms
 //    at most) only after 200 us without progress.
 //      stream-tx: keeps each used pair's TX ring full (batches of 32, one kick per
 //        batch); packets = TX chains the device completed in the window.
@@ -23,12 +23,24 @@
 //        matches no outstanding request fails the run.
 //    Sessions of stream-tx are spread the same way (pairs without one stay idle);
 //    stream-rx receives on every pair (the backend decides where frames go).
-//    spec.spin_ns: CPU work of that many ns per packet sent or received
+//    spec.spin_ns[side]: CPU work of that many ns per packet sent or received
 //    (injected_work.h; counted in the frontend's CPU: calibration's known slowdown).
+//  - drive_frontend_interleaved(frontend, spec), spec.sides = 2: one connection, two
+//    configurations ("sides" A = 0 and B = 1) measured in turn. After the warm-up the
+//    window of spec.seconds PER SIDE is cut into spec.slices sub-windows per side in
+//    A B B A A B ... order (spec.first_side first; a drift over the run then weighs on
+//    both sides alike). Whenever the side changes, spec.switch_to(side) is called on
+//    this thread (it changes whatever differs between the sides, e.g. a poll mode
+//    through the backend's control socket; spin_ns follows by itself) and
+//    spec.settle_seconds pass unmeasured. The backend is taken to start as side 0: if
+//    the first side is 1, switch_to(1) is called before the warm-up. Each sub-window
+//    calls on_window_start(side) / on_window_end(side); counters, histogram, wall and
+//    CPU time add up per side. Both sides must see traffic.
 //  - Throws std::runtime_error when the frontend breaks, nothing moves for 2 s, a
 //    frame is wrong, or the window saw no traffic at all.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 
@@ -43,9 +55,15 @@ struct DriveSpec {
   uint32_t queue_pairs = 1;
   double warmup_seconds = 0.3;
   double seconds = 1.0;
-  uint64_t spin_ns = 0;
-  std::function<void()> on_window_start;
-  std::function<void()> on_window_end;
+  std::array<uint64_t, 2> spin_ns{};  // per side
+  std::function<void(uint32_t side)> on_window_start;
+  std::function<void(uint32_t side)> on_window_end;
+  // Interleaving (drive_frontend_interleaved): two sides, `slices` sub-windows each.
+  uint32_t sides = 1;
+  uint32_t slices = 1;
+  uint32_t first_side = 0;
+  double settle_seconds = 0;
+  std::function<void(uint32_t side)> switch_to;
 };
 
 struct DriveResult {
@@ -59,5 +77,6 @@ struct DriveResult {
 
 vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t queue_pairs);
 DriveResult drive_frontend(vhost_user::Frontend& frontend, const DriveSpec& spec);
+std::array<DriveResult, 2> drive_frontend_interleaved(vhost_user::Frontend& frontend, const DriveSpec& spec);
 
 }  // namespace uvhost::bench

@@ -19,6 +19,7 @@
 // per-packet work used by `uvhost bench calibrate`).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,6 +85,10 @@ struct RunOptions {
   std::string work_dir;        // sockets and logs; empty: a fresh folder under /tmp
   Frontend frontend = Frontend::kEmbedded;
   std::string guest_dir;       // kQemu: build-guest.sh's cache or the folder of its vmlinux + initramfs.cpio
+  // run_point_interleaved: each side's `seconds` in sub-windows of about this long, and
+  // the unmeasured time after each switch between the sides.
+  double slice_seconds = 0.05;
+  double settle_seconds = 0.005;
 };
 
 // CPU time one thread spent in the measured window.
@@ -117,5 +122,16 @@ struct RunResult {
 // frontend, warms up, measures, tears everything down. Throws std::runtime_error with
 // the reason (and the backend's last log lines) when anything fails.
 RunResult run_point(const Config& config, const Point& point, const RunOptions& options);
+
+// Runs one point with A and B sharing one backend and one frontend connection: the
+// backend starts with A's setup; after the warm-up, each side gets `seconds` of measured
+// time in sub-windows of ~slice_seconds, A B B A ... (B A A B ... when !a_first), the
+// differences switched live (live_switch.h) with settle_seconds unmeasured after each
+// switch. Returns {A's result, B's result}, each summed over its sub-windows (CPU per
+// thread included). Throws std::runtime_error when A and B differ in anything that needs
+// a restart (the reason from live_switch), the frontend is not the embedded one, a
+// switch is refused, or the run fails like run_point.
+std::array<RunResult, 2> run_point_interleaved(const Config& a, const Config& b, bool a_first, const Point& point,
+                                               const RunOptions& options);
 
 }  // namespace uvhost::bench
