@@ -31,6 +31,7 @@ struct RunFlags {
   bool no_pin = false;
   std::string frontend = "embedded";
   std::string interleave = "auto";
+  double min_effect = bench::CompareDefaults::kMinEffect;
   bench::RunOptions options = [] {
     bench::RunOptions o;
     o.seconds = bench::CompareDefaults::kSeconds;
@@ -171,6 +172,7 @@ void run_compare_command(CompareOptions& o) {
   spec.seconds = o.run.options.seconds;
   spec.warmup_seconds = o.run.options.warmup_seconds;
 
+  spec.min_effect = o.run.min_effect;
   spec.interleave = choose_interleave("compare", o.run, spec.a, spec.b, spec.live_keys);
   spec.slice_seconds = o.run.options.slice_seconds;
 
@@ -220,6 +222,7 @@ void run_calibrate_command(CalibrateOptions& o) {
   slowed.frontend_spin_ns += 1;
   std::vector<std::string> live_keys;
   spec.interleave = choose_interleave("calibrate", o.run, spec.base, slowed, live_keys);
+  spec.min_effect = o.run.min_effect;
   spec.slice_seconds = o.run.options.slice_seconds;
 
   fmt::print(stderr, "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds, interleaved in {}, {} s + {} s warmup\n",
@@ -262,6 +265,11 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
   cmd->add_option("--slice", run.options.slice_seconds,
                   "--interleave slices: each side's sub-window, seconds (--seconds per side in all)")
       ->check(CLI::Range(0.001, 10.0))
+      ->capture_default_str();
+  cmd->add_option("--min-effect", run.min_effect,
+                  "Smallest change a verdict claims, as a fraction (0.01 = 1%): better/worse needs the 95% CI "
+                  "to exclude 0 and |change| >= this; 0: the CI alone")
+      ->check(CLI::Range(0.0, 0.5))
       ->capture_default_str();
   cmd->add_option("--queues", run.options.queue_pairs, "Queue pairs")->check(CLI::Range(1, 128));
   cmd->add_flag("--no-pin", run.no_pin, "Do not pin the frontend and the backend to CPUs");

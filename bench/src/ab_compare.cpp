@@ -11,13 +11,14 @@ namespace uvhost::bench {
 namespace {
 
 MetricComparison compare_metric(const std::vector<double>& a, const std::vector<double>& b,
-                                Direction direction) {
+                                Direction direction, double min_effect) {
   MetricComparison m;
   m.a = summarize(a);
   m.b = summarize(b);
   m.paired_t = compare_ab(a, b, AbMethod::kPairedT, direction);
   m.welch = compare_ab(a, b, AbMethod::kWelch, direction);
   m.signed_rank = compare_ab(a, b, AbMethod::kSignedRank, direction);
+  for (AbComparison* c : {&m.paired_t, &m.welch, &m.signed_rank}) apply_min_effect(*c, min_effect);
   return m;
 }
 
@@ -55,14 +56,15 @@ std::string describe_point(const Point& point) {
   return fmt::format("{} {}B x{}", to_string(point.workload), point.size, point.sessions);
 }
 
-void analyze_point(PointComparison& p) {
+void analyze_point(PointComparison& p, double min_effect) {
   const Workload w = p.point.workload;
-  p.thu = compare_metric(thu_values(p.a_runs, w), thu_values(p.b_runs, w), Direction::kHigherIsBetter);
+  p.thu = compare_metric(thu_values(p.a_runs, w), thu_values(p.b_runs, w), Direction::kHigherIsBetter, min_effect);
   p.normalize = compare_metric(normalize_values(p.a_runs, w), normalize_values(p.b_runs, w),
-                               Direction::kHigherIsBetter);
-  p.cpu = compare_metric(cpu_cores_values(p.a_runs), cpu_cores_values(p.b_runs), Direction::kLowerIsBetter);
+                               Direction::kHigherIsBetter, min_effect);
+  p.cpu = compare_metric(cpu_cores_values(p.a_runs), cpu_cores_values(p.b_runs), Direction::kLowerIsBetter,
+                         min_effect);
   if (w == Workload::kRr) {
-    p.p99 = compare_metric(p99_values(p.a_runs), p99_values(p.b_runs), Direction::kLowerIsBetter);
+    p.p99 = compare_metric(p99_values(p.a_runs), p99_values(p.b_runs), Direction::kLowerIsBetter, min_effect);
   } else {
     p.p99 = MetricComparison{};
   }
@@ -75,6 +77,7 @@ template <typename Round>
 CompareResult run_rounds(const CompareSpec& spec, Round&& round) {
   if (spec.runs < 2) throw std::invalid_argument("a comparison needs at least 2 runs of each side");
   if (spec.points.empty()) throw std::invalid_argument("a comparison needs at least one point");
+  if (!(spec.min_effect >= 0) || spec.min_effect >= 1) throw std::invalid_argument("min_effect must be in [0, 1)");
   CompareResult result;
   result.spec = spec;
   for (const Point& point : spec.points) {
@@ -89,7 +92,7 @@ CompareResult run_rounds(const CompareSpec& spec, Round&& round) {
       pc.a_runs.push_back(std::move(a));
       pc.b_runs.push_back(std::move(b));
     }
-    analyze_point(pc);
+    analyze_point(pc, spec.min_effect);
     result.points.push_back(std::move(pc));
   }
   return result;

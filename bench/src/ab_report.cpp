@@ -27,6 +27,12 @@ std::string pair_of(const Summary& a, const Summary& b, int decimals) {
   return fmt::format("{:.{}f}/{:.{}f}", a.mean, decimals, b.mean, decimals);
 }
 
+// "worse", or "noise <1%" when the minimum effect turned a CI verdict into noise.
+std::string verdict_cell(const AbComparison& c, double min_effect) {
+  if (c.below_min_effect) return fmt::format("noise <{:g}%", min_effect * 100);
+  return std::string(to_string(c.verdict));
+}
+
 nlohmann::json to_json(const MetricComparison& m) {
   return {{"a", to_json(m.a)},
           {"b", to_json(m.b)},
@@ -54,9 +60,9 @@ void print_workload_table(const CompareResult& result, Workload workload, std::o
                                  mean_ci(p.thu.a),
                                  mean_ci(p.thu.b),
                                  format_relative(p.thu.by(method)),
-                                 std::string(to_string(p.thu.by(method).verdict)),
+                                 verdict_cell(p.thu.by(method), result.spec.min_effect),
                                  format_relative(p.normalize.by(method)),
-                                 std::string(to_string(p.normalize.by(method).verdict)),
+                                 verdict_cell(p.normalize.by(method), result.spec.min_effect),
                                  pair_of(p.cpu.a, p.cpu.b, 2)};
     if (rr) row.push_back(pair_of(p.p99.a, p.p99.b, 1));
     table.add_row(std::move(row));
@@ -103,6 +109,7 @@ nlohmann::json to_json(const AbComparison& c) {
   j["t"] = c.t;  // +-inf is written as null
   j["dof"] = c.dof;
   j["p_value"] = c.p_value;
+  j["below_min_effect"] = c.below_min_effect;
   return j;
 }
 
@@ -117,7 +124,14 @@ void print_compare_report(const CompareResult& result, std::ostream& out) {
   out << "B: " << side_name(spec.b, "B") << describe(spec.b) << "\n";
   out << "interleave: " << interleave_line(spec) << "\n";
   out << "method: " << method_assumption(spec.method) << "\n";
-  out << "+x%: B vs A, 95% CI in brackets; verdict noise when the CI contains 0\n";
+  if (spec.min_effect > 0) {
+    out << fmt::format(
+        "+x%: B vs A, 95% CI in brackets; verdict better/worse when the CI excludes 0 and |x| >= {:g}% "
+        "(--min-effect), noise otherwise (\"noise <{:g}%\": the CI excluded 0, the change is under the minimum)\n",
+        spec.min_effect * 100, spec.min_effect * 100);
+  } else {
+    out << "+x%: B vs A, 95% CI in brackets; verdict noise when the CI contains 0\n";
+  }
   std::vector<Workload> seen;
   for (const PointComparison& p : result.points) {
     bool known = false;
@@ -154,6 +168,7 @@ nlohmann::json compare_json(const CompareResult& result) {
           {"runs", spec.runs},
           {"seconds", spec.seconds},
           {"warmup_seconds", spec.warmup_seconds},
+          {"min_effect", spec.min_effect},
           {"interleave", to_string(spec.interleave)},
           {"slice_seconds", spec.slice_seconds},
           {"live_keys", spec.live_keys},

@@ -214,6 +214,14 @@ Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) 
   return (higher == (direction == Direction::kHigherIsBetter)) ? Verdict::kBetter : Verdict::kWorse;
 }
 
+void apply_min_effect(AbComparison& comparison, double min_effect) noexcept {
+  if (!comparison.valid() || comparison.verdict == Verdict::kNoise) return;
+  if (std::fabs(comparison.relative) < min_effect) {
+    comparison.verdict = Verdict::kNoise;
+    comparison.below_min_effect = true;
+  }
+}
+
 std::string_view to_string(AbMethod method) noexcept {
   switch (method) {
     case AbMethod::kWelch:

@@ -22,6 +22,7 @@ CompareSpec trial_spec(const CalibrateSpec& spec, const Config& a, const Config&
   c.method = CompareDefaults::kMethod;
   c.seconds = spec.seconds;
   c.warmup_seconds = spec.warmup_seconds;
+  c.min_effect = spec.min_effect;
   c.interleave = spec.interleave;
   c.slice_seconds = spec.slice_seconds;
   if (a.frontend_spin_ns != b.frontend_spin_ns) c.live_keys = {"spin_ns"};
@@ -97,6 +98,23 @@ double CalibrateResult::aa_log_ratio_sd() const {
     ++trials;
   }
   return trials == 0 ? std::nan("") : std::sqrt(variance_sum / static_cast<double>(trials));
+}
+
+RateCheck CalibrateResult::ci_only_default_check() const {
+  const AbMethod method = CompareDefaults::kMethod;
+  auto ci_verdict = [&](const CompareResult& r) {
+    const AbComparison& c = r.points.front().thu.by(method);
+    return c.valid() ? verdict_of_interval(c.ci_low, c.ci_high, Direction::kHigherIsBetter) : Verdict::kInvalid;
+  };
+  std::size_t noise = 0, worse = 0;
+  for (const CompareResult& r : aa) noise += ci_verdict(r) == Verdict::kNoise;
+  for (const CompareResult& r : ab) worse += ci_verdict(r) == Verdict::kWorse;
+  RateCheck c;
+  c.metric = "thu";
+  c.method = method;
+  c.aa_noise = wilson_interval(noise, aa.size());
+  c.ab_worse = wilson_interval(worse, ab.size());
+  return c;
 }
 
 std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
@@ -210,8 +228,12 @@ void print_calibrate_report(const CalibrateResult& result, std::ostream& out) {
         needed == 0 ? std::string("more than 10000") : std::to_string(needed));
   }
   if (const RateCheck* d = result.default_check()) {
-    out << fmt::format("compare's default (thu, {}): {}\n", to_string(d->method),
-                       d->aa_pass() && d->ab_pass() ? "PASS" : "FAIL");
+    out << fmt::format("compare's default (thu, {}, minimum effect {:g}%): {}\n", to_string(d->method),
+                       spec.min_effect * 100, d->aa_pass() && d->ab_pass() ? "PASS" : "FAIL");
+    const RateCheck ci = result.ci_only_default_check();
+    out << fmt::format("the same by the 95% CI alone (no minimum effect): A/A noise {} {}, A/B worse {} {}\n",
+                       rate_cell(ci.aa_noise), ci.aa_pass() ? "PASS" : "FAIL", rate_cell(ci.ab_worse),
+                       ci.ab_pass() ? "PASS" : "FAIL");
   }
   if (spec.trials < 60) {
     out << "note: with few trials a rate's Wilson interval is wide; a 95% CI that is exactly right still "
@@ -246,6 +268,7 @@ nlohmann::json calibrate_json(const CalibrateResult& result) {
           {"warmup_seconds", spec.warmup_seconds},
           {"interleave", to_string(spec.interleave)},
           {"slice_seconds", spec.slice_seconds},
+          {"min_effect", spec.min_effect},
           {"slowdown", spec.slowdown},
           {"pilot_throughput", result.pilot_throughput},
           {"spin_ns", result.spin_ns},
@@ -257,6 +280,11 @@ nlohmann::json calibrate_json(const CalibrateResult& result) {
                                                          : nlohmann::json(nullptr)},
           {"targets", {{"aa_noise", kAaNoiseTarget}, {"ab_worse", kAbWorseTarget}}},
           {"checks", checks},
+          {"ci_only_default_check",
+           [&] {
+             const RateCheck ci = result.ci_only_default_check();
+             return nlohmann::json{{"aa_noise", to_json(ci.aa_noise)}, {"ab_worse", to_json(ci.ab_worse)}};
+           }()},
           {"aa_trials", aa},
           {"ab_trials", ab}};
 }

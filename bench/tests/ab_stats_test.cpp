@@ -111,6 +111,39 @@ TEST(AbStats, ConstantSamplesGiveAPointInterval) {
   }
 }
 
+TEST(AbStats, MinimumEffectTurnsASmallSignificantChangeIntoNoise) {
+  AbComparison c;
+  c.verdict = Verdict::kWorse;
+  c.relative = -0.006;
+  c.ci_low = -0.009;
+  c.ci_high = -0.002;
+  AbComparison kept = c;
+  apply_min_effect(c, 0.01);
+  EXPECT_EQ(c.verdict, Verdict::kNoise);
+  EXPECT_TRUE(c.below_min_effect);
+  EXPECT_EQ(c.ci_low, -0.009);  // the interval is reported as measured
+  apply_min_effect(kept, 0.005);  // 0.6% >= 0.5%: stays
+  EXPECT_EQ(kept.verdict, Verdict::kWorse);
+  EXPECT_FALSE(kept.below_min_effect);
+  apply_min_effect(kept, 0);
+  EXPECT_EQ(kept.verdict, Verdict::kWorse);
+
+  AbComparison better;
+  better.verdict = Verdict::kBetter;
+  better.relative = 0.03;
+  apply_min_effect(better, 0.01);
+  EXPECT_EQ(better.verdict, Verdict::kBetter);
+
+  AbComparison noise;
+  noise.verdict = Verdict::kNoise;
+  noise.relative = 0.001;
+  apply_min_effect(noise, 0.01);
+  EXPECT_FALSE(noise.below_min_effect);  // only a CI verdict is ever demoted
+  AbComparison invalid;
+  apply_min_effect(invalid, 0.01);
+  EXPECT_EQ(invalid.verdict, Verdict::kInvalid);
+}
+
 TEST(AbStats, MethodNamesRoundTrip) {
   for (AbMethod m : {AbMethod::kPairedT, AbMethod::kWelch}) {
     EXPECT_EQ(parse_ab_method(to_string(m)), m);

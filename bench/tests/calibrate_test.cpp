@@ -135,6 +135,8 @@ TEST(Calibrate, SlicesRunEveryRoundThroughThePairRunner) {
   print_calibrate_report(result, out);
   EXPECT_NE(out.str().find("slices"), std::string::npos) << out.str();
   EXPECT_EQ(calibrate_json(result)["interleave"], "slices");
+  EXPECT_NE(out.str().find("by the 95% CI alone"), std::string::npos) << out.str();
+  EXPECT_TRUE(calibrate_json(result).contains("ci_only_default_check"));
   // Slices without a pair runner is a caller's mistake.
   EXPECT_THROW(run_calibrate(spec, [&](const Config& c, const Point& p) { return machine.run(c, p); }),
                std::invalid_argument);

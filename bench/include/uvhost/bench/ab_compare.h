@@ -51,6 +51,9 @@ struct CompareDefaults {
   static constexpr double kSeconds = 0.5;
   static constexpr double kWarmupSeconds = 0.2;
   static constexpr AbMethod kMethod = AbMethod::kPairedT;
+  // Better/worse needs the 95% CI to exclude 0 AND a change of at least 1%
+  // (apply_min_effect): the calibration's A/A trial means spread up to 0.9%.
+  static constexpr double kMinEffect = 0.01;
 };
 
 using Runner = std::function<RunResult(const Config&, const Point&)>;
@@ -72,6 +75,7 @@ struct CompareSpec {
   // For the report only (the runner owns them): the measured window and warmup.
   double seconds = CompareDefaults::kSeconds;
   double warmup_seconds = CompareDefaults::kWarmupSeconds;
+  double min_effect = CompareDefaults::kMinEffect;  // see apply_min_effect
   Interleave interleave = Interleave::kRuns;
   double slice_seconds = 0;           // kSlices: each sub-window's length
   std::vector<std::string> live_keys; // kSlices: what was switched live
@@ -119,8 +123,9 @@ std::vector<double> normalize_values(const std::vector<RunResult>& runs, Workloa
 std::vector<double> cpu_cores_values(const std::vector<RunResult>& runs);
 std::vector<double> p99_values(const std::vector<RunResult>& runs);
 
-// Summaries and comparisons of one point's runs (a_runs, b_runs filled in).
-void analyze_point(PointComparison& point);
+// Summaries and comparisons of one point's runs (a_runs, b_runs filled in), every
+// comparison's verdict held to `min_effect`.
+void analyze_point(PointComparison& point, double min_effect);
 
 // Throws std::invalid_argument when runs < 2 or there are no points.
 CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress = {});

@@ -74,6 +74,9 @@ struct AbComparison {
                        // ratio); signed-rank: W+ - n(n+1)/4, the rank sum above its null mean
   double dof = 0;      // its degrees of freedom (signed-rank: 0)
   double p_value = 1;  // two-sided
+  // The CI excluded 0 but |relative| stayed under the comparison's minimum effect, so
+  // the verdict was set to noise (apply_min_effect).
+  bool below_min_effect = false;
   bool valid() const noexcept { return verdict != Verdict::kInvalid; }
 };
 
@@ -81,6 +84,14 @@ struct AbComparison {
 // (the labs' ratio_of_means: pass ratio - 1): noise when [ci_low, ci_high] contains 0,
 // otherwise better or worse by `direction`. compare_ab() uses it too.
 Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) noexcept;
+
+// The smallest change a verdict claims: a better/worse comparison whose |relative| is
+// under `min_effect` (a fraction: 0.01 = 1%) becomes noise with below_min_effect set.
+// Why: a CI says whether the difference is 0 *within this comparison*; calibration on
+// our VMs (docs/BENCHMARKS.md) found A/A comparisons of identical configs drifting by
+// up to ~0.9% from trial to trial with CIs of +-0.5%, i.e. differences that small are
+// the machine's, not the configs'. min_effect 0 leaves the CI rule alone.
+void apply_min_effect(AbComparison& comparison, double min_effect) noexcept;
 
 // Compares b against a. kPairedT and kSignedRank need a.size() == b.size(); kWelch
 // does not.

@@ -58,6 +58,7 @@ struct CalibrateSpec {
   // for the report.
   Interleave interleave = Interleave::kRuns;
   double slice_seconds = 0;
+  double min_effect = CompareDefaults::kMinEffect;  // as compare's --min-effect
 };
 
 inline constexpr double kAaNoiseTarget = 0.95;
@@ -96,6 +97,9 @@ struct CalibrateResult {
   // paired_t_pairs_needed() it says what the run count can see on this machine, and
   // how many runs a `slowdown` needs. NaN without A/A trials.
   double aa_log_ratio_sd() const;
+  // The default check (thu, CompareDefaults::kMethod) by the CI alone, as if
+  // min_effect were 0: how much the minimum effect does.
+  RateCheck ci_only_default_check() const;
 };
 
 // Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0,
