@@ -308,7 +308,7 @@ void add_bench_compare(CLI::App& bench) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--method", o->method,
-                  "paired-t (t on log ratios of back-to-back runs), welch (independent samples) or "
+                  "paired-t (t on the log ratios B/A of each round), welch (independent samples) or "
                   "signed-rank (Wilcoxon on the same log ratios: robust to a disturbed round)")
       ->check(CLI::IsMember({"paired-t", "welch", "signed-rank"}))
       ->capture_default_str();

@@ -243,7 +243,7 @@ std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept {
 
 std::string_view method_assumption(AbMethod method) noexcept {
   if (method == AbMethod::kSignedRank) {
-    return "signed-rank: Wilcoxon's signed-rank test on ln(B[i]/A[i]) of the back-to-back runs, Hodges-Lehmann "
+    return "signed-rank: Wilcoxon's signed-rank test on ln(B[i]/A[i]) of each round (A and B back to back or in slices), Hodges-Lehmann "
            "estimate and its distribution-free CI, back-transformed with exp(.)-1; assumes the log ratios are "
            "independent and symmetric about their center, not normal (one disturbed round moves it little)";
   }
@@ -252,7 +252,7 @@ std::string_view method_assumption(AbMethod method) noexcept {
            "method; assumes each sample mean is roughly normal and the runs independent (ignores pairing, so "
            "machine drift widens the interval)";
   }
-  return "paired-t: Student's t on ln(B[i]/A[i]) of the back-to-back runs, CI back-transformed with "
+  return "paired-t: Student's t on ln(B[i]/A[i]) of each round (A and B back to back or in slices), CI back-transformed with "
          "exp(.)-1; "
          "assumes the log ratios are roughly normal and independent (pairing cancels slow machine drift)";
 }

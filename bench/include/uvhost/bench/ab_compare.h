@@ -42,11 +42,12 @@
 namespace uvhost::bench {
 
 struct CompareDefaults {
-  // 20 rounds of 0.5 s after 0.2 s warm-up: the same time per side as 10 x 1 s, with
-  // twice the pairs. Chosen by `uvhost bench calibrate` on our 2-core VMs: the paired
-  // log ratios of rr (poll=always) spread by 3-5% from round to round, and a paired t
-  // needs 12-24 rounds to see a 3% effect 80% of the time (10 rounds saw it in 0-60%
-  // of trials). docs/BENCHMARKS.md has the calibration.
+  // 20 rounds of 0.5 s per side after 0.2 s warm-up. Chosen by `uvhost bench
+  // calibrate` on our 2-core VMs (docs/BENCHMARKS.md): with A and B in separate runs
+  // the paired log ratios spread by 4-12% (the VM changes speed in steps over
+  // seconds) and 20 rounds saw a 3% effect in 45% of trials; interleaved in 50 ms
+  // slices of one run (Interleave::kSlices, where the configs allow it) they spread
+  // by 1.6% and 20 rounds saw it in 20 of 20.
   static constexpr uint32_t kRuns = 20;
   static constexpr double kSeconds = 0.5;
   static constexpr double kWarmupSeconds = 0.2;
