@@ -182,34 +182,36 @@ RunObserver stderr_progress() {
   };
 }
 
+namespace {
+
+// The retry loop both runners share: `what` names the run in the message.
+template <typename Run>
+auto with_retries(const Run& run, int retries, size_t* failures, const std::string& what) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return run();
+    } catch (const std::exception& e) {
+      if (failures) ++*failures;
+      if (attempt >= retries) throw;
+      std::fprintf(stderr, "uvhost bench: a run of %s failed and is repeated (%d of %d): %s\n", what.c_str(),
+                   attempt + 1, retries, e.what());
+    }
+  }
+}
+
+}  // namespace
+
 PointRunFn retrying(PointRunFn runner, int retries, std::shared_ptr<size_t> failures) {
   return [runner = std::move(runner), retries, failures](const Config& config, const Point& point) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        return runner(config, point);
-      } catch (const std::exception& e) {
-        if (failures) ++*failures;
-        if (attempt >= retries) throw;
-        std::fprintf(stderr, "uvhost bench: a run of %s failed and is repeated (%d of %d): %s\n",
-                     describe(config).c_str(), attempt + 1, retries, e.what());
-      }
-    }
+    return with_retries([&] { return runner(config, point); }, retries, failures.get(), describe(config));
   };
 }
 
 PairRunFn retrying_pairs(PairRunFn runner, int retries, std::shared_ptr<size_t> failures) {
   return [runner = std::move(runner), retries, failures](const Config& a, const Config& b, bool a_first,
                                                          const Point& point) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        return runner(a, b, a_first, point);
-      } catch (const std::exception& e) {
-        if (failures) ++*failures;
-        if (attempt >= retries) throw;
-        std::fprintf(stderr, "uvhost bench: a run of %s with %s in slices failed and is repeated (%d of %d): %s\n",
-                     describe(a).c_str(), describe(b).c_str(), attempt + 1, retries, e.what());
-      }
-    }
+    return with_retries([&] { return runner(a, b, a_first, point); }, retries, failures.get(),
+                        describe(a) + " with " + describe(b) + " in slices");
   };
 }
 

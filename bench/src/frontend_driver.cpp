@@ -87,15 +87,12 @@ class Window {
           phase_ = Phase::kDone;
           break;
         }
-        const uint32_t next = side_of(slice_index_);
-        if (next != side_) {
+        phase_ = Phase::kSettle;
+        phase_end_ = now;  // same side: measuring resumes at once
+        if (const uint32_t next = side_of(slice_index_); next != side_) {
           side_ = next;
           spec_.switch_to(side_);
-          phase_ = Phase::kSettle;
           phase_end_ = Clock::now() + settle_;
-        } else {
-          phase_ = Phase::kSettle;  // same side: measuring resumes at once
-          phase_end_ = now;
         }
         break;
       }
