@@ -283,11 +283,24 @@ void SwitchBackend::features_changed(uint64_t features) {
   guest_features_.store(features, std::memory_order_relaxed);  // relaxed: see the member's comment
 }
 
-bool SwitchBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+TxBurstResult SwitchBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
   if (pair >= queue_pairs()) {
-    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    return false;
+    bad_pair_.fetch_add(frames.size(), std::memory_order_relaxed);  // relaxed: a statistic
+    return {};
   }
+  TxBurstResult taken;
+  std::vector<std::byte>& copy = forwarding_[pair].frame;
+  for (const TxFrame& frame : frames) {
+    copy.resize(frame.frame_len);
+    (void)frame.copy_frame(0, copy);
+    if (!forward_one(pair, frame.read_header(), copy)) continue;
+    ++taken.frames;
+    taken.bytes += frame.frame_len;
+  }
+  return taken;
+}
+
+bool SwitchBackend::forward_one(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
   if (!attached()) {
     delivery_.add(pair, switch_delivery::kIngressDetached);
     return false;

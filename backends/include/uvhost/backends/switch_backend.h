@@ -21,7 +21,9 @@
 //    lock; attach()/detach() wait for a grace period, microseconds). Lookups are a
 //    linear scan (a handful of ports).
 //
-//  Forwarding (SwitchBackend::transmit(pair, header, frame), on pair's worker)
+//  Forwarding (SwitchBackend::transmit_burst(pair, frames), on pair's worker; each
+//  frame is copied out of guest memory once, so the decision and every copy see the
+//  same bytes)
 //  - A detached port's frames are dropped (ingress_detached), nothing learned.
 //  - LearningSwitch::forward(frame, this port, steady_clock now, pair's counters)
 //    decides (switch_forwarding.h: learn the source MAC, then unicast / flood / drop
@@ -173,7 +175,7 @@ class SwitchBackend final : public PortBackend {
   void attach(RxInjector& injector) override;
   void detach() override;
   void features_changed(uint64_t features) override;
-  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
+  TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
 
   nlohmann::json stats() const override;
 
@@ -190,7 +192,11 @@ class SwitchBackend final : public PortBackend {
 
   struct alignas(64) PairForwarding {
     ForwardingCounters counters;
+    std::vector<std::byte> frame;  // the frame being forwarded, out of guest memory
   };
+
+  // One frame (in frame's memory, stable), decided and delivered; true: a copy went out.
+  bool forward_one(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame);
 
   SwitchHub& hub_;
   const PortId id_;
