@@ -107,6 +107,7 @@ RxResult NetReceiveWriter::deliver(DeviceQueue& queue, const GuestMemoryMap& mem
 RxResult NetReceiveWriter::deliver_single(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                                           const RxSource& frame) {
   more_wanted_ = 1;
+  found_when_short_ = 0;
   const DescriptorChain* chain = take(queue, memory);
   if (chain == nullptr) return {queue.is_broken() ? RxStatus::kQueueBroken : RxStatus::kNoBuffers, 0};
   const size_t needed = options_.header_size + frame.size;
@@ -148,6 +149,7 @@ RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryM
       const size_t per_buffer = std::max(largest_buffer_, options_.header_size + 1);
       const size_t wanted = std::max<size_t>(1, (left + per_buffer - 1) / per_buffer);
       more_wanted_ = static_cast<uint16_t>(std::min<size_t>(wanted, queue.config().size - taken));
+      found_when_short_ = static_cast<uint16_t>(taken);
       return {RxStatus::kNoBuffers, 0};
     }
     const size_t capacity = chain->writable.total_bytes();

@@ -85,8 +85,10 @@ class NetReceiveWriter {
 
   // Gives every reserved chain not used back to the queue.
   void release(DeviceQueue& queue) noexcept;
-  // After kNoBuffers: how many more buffers the packet needs (at least 1).
+  // After kNoBuffers: how many more buffers the packet needs (at least 1), beyond the
+  // ones it found; and how many available buffers in all that makes.
   uint16_t more_buffers_wanted() const noexcept { return more_wanted_; }
+  uint16_t buffers_wanted() const noexcept { return static_cast<uint16_t>(found_when_short_ + more_wanted_); }
 
   void record_writes(bool on) noexcept { record_writes_ = on; }
   // Host ranges written by the last successful deliver() (empty unless recording).
@@ -115,6 +117,7 @@ class NetReceiveWriter {
   size_t count_ = 0;                       // reserved chains popped
   size_t largest_buffer_ = 0;              // largest chain seen: estimates more_wanted_
   uint16_t more_wanted_ = 1;
+  uint16_t found_when_short_ = 0;
   std::vector<UsedElement> pending_;
   // Where the first chain's header lies (its first header_size bytes), to fill in
   // num_buffers when the packet is complete: at most one piece per byte.
