@@ -1,14 +1,12 @@
 // offload_adapt.cpp - offload headers fitted to the receiving guest (see offload_adapt.h).
 #include "uvhost/backends/offload_adapt.h"
 
-#include "uvhost/backends/tap_device.h"  // net_feature
+#include "uvhost/backends/inet_checksum.h"
+#include "uvhost/backends/net_features.h"
 
 namespace uvhost::backends {
-namespace {
 
-constexpr bool has(uint64_t features, unsigned bit) noexcept { return ((features >> bit) & 1U) != 0; }
-
-}  // namespace
+using net_feature::has;
 
 bool gso_acceptable(const virtio::NetHeader& header, uint64_t guest_features) noexcept {
   const uint8_t gso = header.gso_type & static_cast<uint8_t>(~virtio::kNetGsoEcn);
@@ -32,21 +30,7 @@ ChecksumAdapt adapt_checksum(Packet& packet, uint64_t guest_features) noexcept {
     header.flags = 0;
     return ChecksumAdapt::kAsIs;
   }
-  std::vector<std::byte>& frame = packet.frame;
-  const size_t start = header.csum_start;
-  const size_t field = start + header.csum_offset;
-  if (start >= frame.size() || field + 2 > frame.size()) return ChecksumAdapt::kBadRange;
-  uint64_t sum = 0;
-  size_t i = start;
-  for (; i + 1 < frame.size(); i += 2) {
-    sum += (std::to_integer<uint64_t>(frame[i]) << 8) | std::to_integer<uint64_t>(frame[i + 1]);
-  }
-  if (i < frame.size()) sum += std::to_integer<uint64_t>(frame[i]) << 8;
-  while ((sum >> 16) != 0) sum = (sum & 0xffffU) + (sum >> 16);
-  uint16_t checksum = static_cast<uint16_t>(~sum);
-  if (checksum == 0) checksum = 0xffff;
-  frame[field] = std::byte{static_cast<uint8_t>(checksum >> 8)};
-  frame[field + 1] = std::byte{static_cast<uint8_t>(checksum)};
+  if (!complete_checksum(packet.frame, header.csum_start, header.csum_offset)) return ChecksumAdapt::kBadRange;
   header.flags = 0;
   return ChecksumAdapt::kCompleted;
 }
