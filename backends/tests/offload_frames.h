@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "tap_test_support.h"
+#include "uvhost/backends/net_features.h"
+#include "uvhost/virtio/net_header.h"
 
 namespace uvhost::backends::testing {
 
@@ -62,6 +64,12 @@ struct OffloadFrameSpec {
   Bytes payload;
   std::optional<Bytes> raw_l4;  // the bytes after the IP headers as they are (fragments)
 };
+
+// A sender that negotiated every transmit offload (CSUM, HOST_TSO4/TSO6/ECN/UFO/USO).
+inline constexpr uint64_t kAllHostOffloads =
+    (uint64_t{1} << net_feature::kCsum) | (uint64_t{1} << net_feature::kHostTso4) |
+    (uint64_t{1} << net_feature::kHostTso6) | (uint64_t{1} << net_feature::kHostEcn) |
+    (uint64_t{1} << net_feature::kHostUfo) | (uint64_t{1} << net_feature::kHostUso);
 
 inline constexpr uint32_t kIpv4Source = 0x0a4d0002;       // 10.77.0.2
 inline constexpr uint32_t kIpv4Destination = 0x0a4d0001;  // 10.77.0.1
@@ -197,6 +205,20 @@ inline Bytes offload_frame(const OffloadFrameSpec& spec) {
     case L4Checksum::kZero: break;
   }
   return frame;
+}
+
+// The header a Linux guest sends with this frame: NEEDS_CSUM at the transport checksum,
+// hdr_len the length of the headers.
+inline virtio::NetHeader gso_header(const OffloadFrameSpec& spec, uint8_t gso_type, uint16_t gso_size = 1448) {
+  const FrameOffsets at = offsets_of(spec);
+  virtio::NetHeader header;
+  header.flags = virtio::kNetHdrFlagNeedsCsum;
+  header.gso_type = gso_type;
+  header.gso_size = gso_size;
+  header.hdr_len = static_cast<uint16_t>(at.payload);
+  header.csum_start = static_cast<uint16_t>(at.l4);
+  header.csum_offset = spec.protocol == IPPROTO_TCP ? 16 : 6;
+  return header;
 }
 
 // The IPv4 header checksum verifies (true for IPv6, which has none).
