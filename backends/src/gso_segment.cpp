@@ -16,16 +16,15 @@
 
 namespace uvhost::backends {
 
-std::span<std::byte> PacketCollector::buffer(size_t bytes) {
+std::span<std::byte> PacketSink::buffer(size_t bytes) {
   pending_ = std::make_unique<Packet>();
   pending_->frame.resize(bytes);
   return pending_->frame;
 }
 
-bool PacketCollector::commit(const virtio::NetHeader& header) {
+bool PacketSink::commit(const virtio::NetHeader& header) {
   pending_->header = header;
-  out_.push_back(std::move(pending_));
-  return true;
+  return take(std::move(pending_));
 }
 
 namespace {

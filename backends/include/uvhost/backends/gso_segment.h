@@ -42,13 +42,14 @@
 //  SegmentSink: buffer(bytes) returns writable memory of exactly `bytes` bytes for the
 //  next segment (its contents are overwritten) or an empty span to stop; commit(header)
 //  says the last buffer holds a finished segment; false means the sink did not take it
-//  (and segmentation stops). PacketCollector is a sink that appends each segment to a
-//  vector of packets.
+//  (and segmentation stops). PacketSink puts each segment in a new Packet and hands it
+//  to take(); PacketCollector is the PacketSink that appends them to a vector.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "uvhost/backends/offload_validate.h"
@@ -69,15 +70,29 @@ class SegmentSink {
   virtual bool commit(const virtio::NetHeader& header) = 0;
 };
 
-class PacketCollector final : public SegmentSink {
+class PacketSink : public SegmentSink {
  public:
-  explicit PacketCollector(std::vector<PacketPtr>& out) : out_(out) {}
-  std::span<std::byte> buffer(size_t bytes) override;
-  bool commit(const virtio::NetHeader& header) override;
+  std::span<std::byte> buffer(size_t bytes) final;
+  bool commit(const virtio::NetHeader& header) final;
+
+ protected:
+  // The finished segment; false: not taken (segmentation stops).
+  virtual bool take(PacketPtr packet) = 0;
 
  private:
-  std::vector<PacketPtr>& out_;
   PacketPtr pending_;
+};
+
+class PacketCollector final : public PacketSink {
+ public:
+  explicit PacketCollector(std::vector<PacketPtr>& out) : out_(out) {}
+
+ private:
+  bool take(PacketPtr packet) override {
+    out_.push_back(std::move(packet));
+    return true;
+  }
+  std::vector<PacketPtr>& out_;
 };
 
 size_t gso_segment(const OffloadLayout& layout, std::span<const std::byte> frame, const SegmentOptions& options,
