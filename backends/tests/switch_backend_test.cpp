@@ -429,6 +429,12 @@ TEST_F(SwitchUplinkTest, TapUplinkSeesFloodsAndItsFramesReachThePort) {
            testing::get8(f, testing::kEthHeader) == 0x43;
   }));
 
+  // The uplink thread counts a frame after its write returned, so the host may see the
+  // frame before the count: wait for it.
+  const auto sent = [&] { return hub->stats().at("uplink").at("tap").at("tx").at("sent").get<uint64_t>(); };
+  for (const auto deadline = testing::Clock::now() + 2s; sent() < 2 && testing::Clock::now() < deadline;) {
+    std::this_thread::sleep_for(1ms);
+  }
   const nlohmann::json stats = hub->stats();
   EXPECT_EQ(stats.at("uplink").at("name"), "uplink:uvsw-up");
   EXPECT_GE(stats.at("uplink").at("tap").at("tx").at("sent").get<uint64_t>(), 2u);
