@@ -1,6 +1,7 @@
 // offload_adapt.cpp - offload headers fitted to the receiving guest (see offload_adapt.h).
 #include "uvhost/backends/offload_adapt.h"
 
+#include "uvhost/backends/gso_segment.h"
 #include "uvhost/backends/inet_checksum.h"
 #include "uvhost/backends/net_features.h"
 
@@ -21,6 +22,30 @@ bool gso_acceptable(const virtio::NetHeader& header, uint64_t guest_features) no
       return has(guest_features, net_feature::kGuestUso4) && has(guest_features, net_feature::kGuestUso6);
     default: return false;
   }
+}
+
+namespace {
+
+// Each segment straight into the receiver's queue.
+class InjectingSink final : public PacketSink {
+ public:
+  InjectingSink(RxInjector& injector, uint32_t pair) : injector_(injector), pair_(pair) {}
+
+ private:
+  bool take(PacketPtr packet) override { return injector_.inject(pair_, std::move(packet)); }
+  RxInjector& injector_;
+  uint32_t pair_;
+};
+
+}  // namespace
+
+size_t inject_segments(RxInjector& injector, uint32_t pair, const OffloadLayout& layout,
+                       std::span<const std::byte> frame, uint64_t guest_features, uint32_t ipv6_fragment_id) {
+  SegmentOptions options;
+  options.partial_checksum = has(guest_features, net_feature::kGuestCsum);
+  options.ipv6_fragment_id = ipv6_fragment_id;
+  InjectingSink sink(injector, pair);
+  return gso_segment(layout, frame, options, sink);
 }
 
 ChecksumAdapt adapt_checksum(Packet& packet, uint64_t guest_features) noexcept {

@@ -25,6 +25,11 @@ inline constexpr unsigned kGuestUfo = 10;   // VIRTIO_NET_F_GUEST_UFO (needs GUE
 inline constexpr unsigned kGuestUso4 = 54;  // VIRTIO_NET_F_GUEST_USO4 (needs GUEST_CSUM)
 inline constexpr unsigned kGuestUso6 = 55;  // VIRTIO_NET_F_GUEST_USO6 (needs GUEST_CSUM)
 
+// Every transmit offload above, as a feature mask (a sender that may send them all).
+inline constexpr uint64_t kAllTransmitOffloads = (uint64_t{1} << kCsum) | (uint64_t{1} << kHostTso4) |
+                                                 (uint64_t{1} << kHostTso6) | (uint64_t{1} << kHostEcn) |
+                                                 (uint64_t{1} << kHostUfo) | (uint64_t{1} << kHostUso);
+
 constexpr bool has(uint64_t features, unsigned bit) noexcept { return ((features >> bit) & 1U) != 0; }
 
 }  // namespace uvhost::backends::net_feature
