@@ -17,10 +17,10 @@
 //    unknown), the ECN bit only on TCP and only with HOST_ECN, the type's HOST_*
 //    feature negotiated by the sender, NEEDS_CSUM set (the spec requires it with
 //    GSO), gso_size not 0.
-//  - hdr_len is only a hint (without VIRTIO_NET_F_GUEST_HDRLEN, which uvhost does not
-//    offer, a driver's hdr_len need not be the header length: Linux guests send the
-//    length of their skb's linear part). The headers are parsed instead; like Linux's
-//    tun/vhost-net, hdr_len beyond the frame is refused.
+//  - hdr_len is only a hint: without VIRTIO_NET_F_GUEST_HDRLEN a driver's hdr_len need
+//    not be the header length (Linux guests send the length of their skb's linear
+//    part), and even with it a wrong value must not hurt. The headers are parsed
+//    instead; like Linux's tun/vhost-net, hdr_len beyond the frame is refused.
 //  - The frame: Ethernet, at most two VLAN tags (802.1Q / 802.1ad), then IPv4 (TCPV4;
 //    UDP and UDP_L4 too) or IPv6 (TCPV6; UDP and UDP_L4 too). IPv4: version 4, header
 //    length 20..60 inside the frame, not a fragment (MF or an offset), options are
