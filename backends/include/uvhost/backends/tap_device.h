@@ -78,21 +78,11 @@
 #include <string_view>
 #include <vector>
 
+#include "uvhost/backends/net_features.h"
 #include "uvhost/virtio/io_vector.h"
 #include "uvhost/virtio/net_header.h"
 
 namespace uvhost::backends {
-
-// virtio-net feature bits of the guest's receive offloads (virtio 1.2, 5.1.3).
-namespace net_feature {
-inline constexpr unsigned kGuestCsum = 1;   // VIRTIO_NET_F_GUEST_CSUM: partial checksums
-inline constexpr unsigned kGuestTso4 = 7;   // VIRTIO_NET_F_GUEST_TSO4 (needs GUEST_CSUM)
-inline constexpr unsigned kGuestTso6 = 8;   // VIRTIO_NET_F_GUEST_TSO6 (needs GUEST_CSUM)
-inline constexpr unsigned kGuestEcn = 9;    // VIRTIO_NET_F_GUEST_ECN (needs TSO4 or TSO6)
-inline constexpr unsigned kGuestUfo = 10;   // VIRTIO_NET_F_GUEST_UFO (needs GUEST_CSUM)
-inline constexpr unsigned kGuestUso4 = 54;  // VIRTIO_NET_F_GUEST_USO4 (needs GUEST_CSUM)
-inline constexpr unsigned kGuestUso6 = 55;  // VIRTIO_NET_F_GUEST_USO6 (needs GUEST_CSUM)
-}  // namespace net_feature
 
 // TUNSETOFFLOAD flags (<linux/if_tun.h>; USO4/USO6 since Linux 6.2).
 namespace tun_offload {
