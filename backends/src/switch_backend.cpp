@@ -181,7 +181,7 @@ void SwitchHub::unregister(SwitchBackend* port) {
 
 bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
                              std::span<const std::byte> frame, const OffloadLayout& layout,
-                             SwitchDeliveryCounters& counters, uint32_t counter_pair) {
+                             SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
   // relaxed: the features are a value on their own (switch_backend.h).
   const uint64_t features =
       member.guest_features != nullptr ? member.guest_features->load(std::memory_order_relaxed) : ~uint64_t{0};
@@ -201,7 +201,13 @@ bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::
   virtio::NetHeader copy_header = header;
   copy_header.num_buffers = 0;
   copy_header.flags &= virtio::kNetHdrFlagNeedsCsum;
-  PacketPtr packet = make_packet(copy_header, frame);
+  PacketPtr packet;
+  if (owned != nullptr && *owned != nullptr) {
+    packet = std::move(*owned);  // the frame's own Packet: no copy
+    packet->header = copy_header;
+  } else {
+    packet = make_packet(copy_header, frame);
+  }
   // The range was validated: the checksum is as it is, or completed.
   if (adapt_checksum(*packet, features) == ChecksumAdapt::kCompleted) {
     counters.add(counter_pair, switch_delivery::kChecksumCompleted);
@@ -216,7 +222,7 @@ bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::
 
 size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint64_t sender_features, uint32_t pair,
                           const virtio::NetHeader& header, std::span<const std::byte> frame,
-                          SwitchDeliveryCounters& counters, uint32_t counter_pair) {
+                          SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
   OffloadLayout layout;  // kind kNone: nothing to segment
   if (has_offloads(header)) {
     const OffloadCheck check = validate_offload(header, frame, sender_features);
@@ -232,18 +238,25 @@ size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint6
     if (decision.kind == ForwardKind::kUnicast) {
       for (const Member& member : members) {
         if (member.id == decision.port) {
-          return deliver_copy(member, pair, header, frame, layout, counters, counter_pair) ? 1 : 0;
+          return deliver_copy(member, pair, header, frame, layout, counters, counter_pair, owned) ? 1 : 0;
         }
       }
       counters.add(counter_pair, switch_delivery::kNotAttached);
       return 0;
+    }
+    // The last target may take the frame's own Packet: every other one is copied first.
+    const Member* last = nullptr;
+    for (const Member& member : members) {
+      if (member.id != ingress) last = &member;
     }
     size_t targets = 0;
     size_t delivered = 0;
     for (const Member& member : members) {
       if (member.id == ingress) continue;
       ++targets;
-      if (deliver_copy(member, pair, header, frame, layout, counters, counter_pair)) ++delivered;
+      if (deliver_copy(member, pair, header, frame, layout, counters, counter_pair, &member == last ? owned : nullptr)) {
+        ++delivered;
+      }
     }
     if (targets == 0) counters.add(counter_pair, switch_delivery::kNoTarget);
     return delivered;
@@ -337,27 +350,30 @@ TxBurstResult SwitchBackend::transmit_burst(uint32_t pair, std::span<const TxFra
     return {};
   }
   TxBurstResult taken;
-  std::vector<std::byte>& copy = forwarding_[pair].frame;
   for (const TxFrame& frame : frames) {
-    copy.resize(frame.frame_len);
-    (void)frame.copy_frame(0, copy);
-    if (!forward_one(pair, frame.read_header(), copy)) continue;
+    PacketPtr packet = std::make_unique<Packet>();
+    packet->header = frame.read_header();
+    packet->frame.resize(frame.frame_len);
+    (void)frame.copy_frame(0, packet->frame);
+    if (!forward_one(pair, std::move(packet))) continue;
     ++taken.frames;
     taken.bytes += frame.frame_len;
   }
   return taken;
 }
 
-bool SwitchBackend::forward_one(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+bool SwitchBackend::forward_one(uint32_t pair, PacketPtr packet) {
   if (!attached()) {
     delivery_.add(pair, switch_delivery::kIngressDetached);
     return false;
   }
-  const ForwardDecision decision = hub_.switch_.forward(frame, id_, SwitchClock::now(), forwarding_[pair].counters);
+  const ForwardDecision decision =
+      hub_.switch_.forward(packet->frame, id_, SwitchClock::now(), forwarding_[pair].counters);
   if (decision.kind == ForwardKind::kDrop) return false;
   // relaxed: the features are a value on their own (see the member's comment).
   const uint64_t features = guest_features_.load(std::memory_order_relaxed);
-  return hub_.deliver(decision, id_, features, pair, header, frame, delivery_, pair) > 0;
+  const virtio::NetHeader header = packet->header;
+  return hub_.deliver(decision, id_, features, pair, header, packet->frame, delivery_, pair, &packet) > 0;
 }
 
 ForwardingStats SwitchBackend::forwarding() const noexcept {

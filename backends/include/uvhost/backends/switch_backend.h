@@ -166,12 +166,15 @@ class SwitchHub {
   struct Uplink;
 
   // Copies of one frame to the decision's members; returns how many were delivered.
+  // `owned`, when it holds the Packet that `frame` lies in, is handed to the last
+  // member instead of a copy (a unicast frame is then never copied here at all);
+  // `frame` must not be used after deliver() returns then.
   size_t deliver(const ForwardDecision& decision, PortId ingress, uint64_t sender_features, uint32_t pair,
                  const virtio::NetHeader& header, std::span<const std::byte> frame, SwitchDeliveryCounters& counters,
-                 uint32_t counter_pair);
+                 uint32_t counter_pair, PacketPtr* owned = nullptr);
   bool deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
                     std::span<const std::byte> frame, const OffloadLayout& layout, SwitchDeliveryCounters& counters,
-                    uint32_t counter_pair);
+                    uint32_t counter_pair, PacketPtr* owned);
   void forward_from_uplink(Uplink& uplink, Packet& packet);  // on the uplink thread
 
   void join(Member member);
@@ -220,11 +223,11 @@ class SwitchBackend final : public PortBackend {
 
   struct alignas(64) PairForwarding {
     ForwardingCounters counters;
-    std::vector<std::byte> frame;  // the frame being forwarded, out of guest memory
   };
 
-  // One frame (in frame's memory, stable), decided and delivered; true: a copy went out.
-  bool forward_one(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame);
+  // One frame, copied out of guest memory into `packet` (stable: the decision and
+  // every copy see the same bytes), decided and delivered; true: a copy went out.
+  bool forward_one(uint32_t pair, PacketPtr packet);
 
   SwitchHub& hub_;
   const PortId id_;
