@@ -167,6 +167,9 @@ DeviceDatapath::AfterIdle DeviceDatapath::spin_always(Vring& q, Clock::time_poin
   AfterIdle after = AfterIdle::kContinue;
   for (uint32_t pass = 1;; ++pass) {
     if ((this->*ready)(q)) break;
+    // A pause between looks at the driver's cache line: polling it flat out slows the
+    // driver's own writes to it.
+    sync::cpu_relax();
     if (pass % kCheckEvery != 0) continue;
     if (q.handler.is_queued()) {
       exit = PollExit::kOwnKick;  // a kick, a ready fd, a control change: that run comes next

@@ -79,10 +79,16 @@ NetReceiveWriter::NetReceiveWriter(RxOptions options) : options_(options) {
   reserved_.resize(options_.reserve);
 }
 
-DescriptorChain* NetReceiveWriter::take(DeviceQueue& queue, const GuestMemoryMap& memory) {
+DescriptorChain* NetReceiveWriter::take(DeviceQueue& queue, const GuestMemoryMap& memory, size_t bytes_left) {
   if (next_ == count_) {
+    // As many chains as the rest of this packet needs by the largest buffer seen (one
+    // when none was seen), at most `reserve`: a chain popped and given back would be
+    // walked again.
+    const size_t per_chain = std::max<size_t>(largest_buffer_, 1);
+    const size_t wanted = std::clamp<size_t>((bytes_left + per_chain - 1) / per_chain, 1, reserved_.size());
     next_ = 0;
-    count_ = queue.pop_burst(memory, std::span<DescriptorChain>(reserved_), ChainDirection::kWritableOnly);
+    count_ = queue.pop_burst(memory, std::span<DescriptorChain>(reserved_).first(wanted),
+                             ChainDirection::kWritableOnly);
     if (count_ == 0) return nullptr;
   }
   return &reserved_[next_++];
@@ -108,7 +114,7 @@ RxResult NetReceiveWriter::deliver_single(DeviceQueue& queue, const GuestMemoryM
                                           const RxSource& frame) {
   more_wanted_ = 1;
   found_when_short_ = 0;
-  const DescriptorChain* chain = take(queue, memory);
+  const DescriptorChain* chain = take(queue, memory, 1);
   if (chain == nullptr) return {queue.is_broken() ? RxStatus::kQueueBroken : RxStatus::kNoBuffers, 0};
   const size_t needed = options_.header_size + frame.size;
   if (chain->writable.total_bytes() < needed) {
@@ -133,7 +139,8 @@ RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryM
   SourceCursor cursor(frame);
   size_t copied = 0;
   for (;;) {
-    const DescriptorChain* chain = take(queue, memory);
+    const size_t bytes_left = frame.size - copied + (pending_.empty() ? options_.header_size : 0);
+    const DescriptorChain* chain = take(queue, memory, bytes_left);
     if (chain == nullptr) {
       if (queue.is_broken()) return {RxStatus::kQueueBroken, 0};
       const size_t taken = pending_.size();

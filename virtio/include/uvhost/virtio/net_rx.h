@@ -14,11 +14,12 @@
 //  - The offload fields of `header` are written exactly as given; num_buffers is
 //    filled in by deliver() (1 without MRG_RXBUF when the header has the field).
 //  - Reservation (RxOptions::reserve > 1, the datapath's bursts): chains are popped
-//    `reserve` at a time (DeviceQueue::pop_burst: one avail->idx load for many
-//    buffers) and handed out in ring order; release() gives the ones not used back
-//    (unpop), and must run before the caller publishes, sleeps or lets the ring be
-//    stopped, so the ring's last_avail counts consumed buffers only. With reserve 1
-//    (the default) nothing stays reserved after deliver() returns.
+//    several at a time (DeviceQueue::pop_burst), as many as the rest of the packet
+//    needs going by the largest buffer seen, at most `reserve`, and handed out in
+//    ring order; release() gives the ones not used back (unpop), and must run before
+//    the caller publishes, sleeps or lets the ring be stopped, so the ring's
+//    last_avail counts consumed buffers only. With reserve 1 (the default) nothing
+//    stays reserved after deliver() returns.
 //  - Outcomes:
 //      kDelivered   - used elements added for `buffers` chains;
 //      kNoBuffers   - not enough receive buffers posted right now: every chain taken
@@ -98,9 +99,9 @@ class NetReceiveWriter {
   // Reads an RxSource front to back.
   class SourceCursor;
 
-  // The next reserved chain, popping a new batch when the reservation is used up;
-  // nullptr when the queue has none (or broke).
-  DescriptorChain* take(DeviceQueue& queue, const GuestMemoryMap& memory);
+  // The next reserved chain, popping a new batch (sized for `bytes_left` of the
+  // packet) when the reservation is used up; nullptr when the queue has none (or broke).
+  DescriptorChain* take(DeviceQueue& queue, const GuestMemoryMap& memory, size_t bytes_left);
   // Gives back `taken` chains of the packet being written, and the rest reserved.
   void give_back(DeviceQueue& queue, size_t taken) noexcept;
   RxResult deliver_single(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
