@@ -261,7 +261,7 @@ BackendDevice::Outcome BackendDevice::on_add_mem_reg(Message& message) {
   std::string error;
   auto map = slots_.add(MemorySlot{std::get<SingleRegion>(message.payload).region, std::move(message.fds.at(0))},
                         error);
-  if (!map) return fail(error);
+  if (!map) return error.empty() ? Outcome{} : fail(error);  // empty: a region present again (memory_slots.h)
   publish_memory(std::move(map));
   return {};
 }
@@ -270,7 +270,7 @@ BackendDevice::Outcome BackendDevice::on_rem_mem_reg(const SingleRegion& region)
   if (Outcome gate = require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
   std::string error;
   auto map = slots_.remove(region.region, error);
-  if (!map) return fail(error);
+  if (!map) return error.empty() ? Outcome{} : fail(error);  // empty: still referenced (memory_slots.h)
   publish_memory(std::move(map));
   return {};
 }

@@ -241,6 +241,33 @@ TEST(BackendDeviceTest, AddAndRemoveMemoryRegions) {
   EXPECT_TRUE(gone);
 }
 
+TEST(BackendDeviceTest, TheSameRegionAddedOncePerQueuePairIsCountedNotRefused) {
+  // QEMU 7.2 with queues=2 sends every ADD_MEM_REG once per queue pair's vhost device,
+  // and each of them its REM_MEM_REG later.
+  GuestRam ram(1 << 20);
+  GuestRam other(1 << 20);
+  TestFrontend frontend;
+  frontend.negotiate();
+  const SingleRegion region{{0, ram.size, kFrontendBase, 0}};
+  ASSERT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{region}, {ram.fd.get()}), std::optional<uint64_t>(0));
+  const int dup = ::dup(ram.fd.get());  // another fd of the same memfd, as a second message carries
+  ASSERT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{region}, {dup}), std::optional<uint64_t>(0));
+  ::close(dup);
+  EXPECT_EQ(frontend.device().memory_slot_count(), 1u);
+  EXPECT_EQ(frontend.sink().memory_changes(), 1u);  // nothing new to publish
+  // The same numbers on another file is a different region overlapping the first: refused.
+  EXPECT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{region}, {other.fd.get()}), std::optional<uint64_t>(1));
+  // The first REM_MEM_REG leaves it mapped for the other vhost device; the second removes it.
+  EXPECT_EQ(frontend.send_acked(Request::kRemMemReg, Payload{region}), std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.device().memory_slot_count(), 1u);
+  const bool mapped = frontend.device().memory().read(
+      [](const virtio::GuestMemoryMap& map) { return map.translate_contiguous(0x10, 4) != nullptr; });
+  EXPECT_TRUE(mapped);
+  EXPECT_EQ(frontend.send_acked(Request::kRemMemReg, Payload{region}), std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.device().memory_slot_count(), 0u);
+  EXPECT_EQ(frontend.send_acked(Request::kRemMemReg, Payload{region}), std::optional<uint64_t>(1));
+}
+
 TEST(BackendDeviceTest, ReplyAckSuccessAndFailure) {
   TestFrontend frontend;
   frontend.negotiate();
