@@ -8,7 +8,7 @@
 #   qlib_prepare || exit          # builds or finds the guest (scripts/build-guest.sh),
 #                                 # chooses the accelerator
 #   qlib_guest_start NAME --sock PATH [--server] [--cpu C] [--mac MAC] [--limit S]
-#                    [--smp N] [--queues N] [--device-opts O] [--tap IFNAME] -- ARGS...
+#                    [--smp N] [--queues N] [--device-opts O] [--tap IFNAME] [--io-cpu C] -- ARGS...
 #   qlib_wait_marker NAME REGEX SECONDS && echo "$MARKER"
 #   qlib_guest_wait NAME SECONDS  # until the guest powered off (bounded)
 #   qlib_result NAME TEST         # RESULT = its "UVHOST-TEST: name=TEST ..." line; 0 if PASS
@@ -23,7 +23,10 @@
 #  - QEMU: `-accel tcg` unless KVM is usable and a guest really boots under it (probed
 #    once per guest build, remembered in the guest's cache folder; UVHOST_QEMU_ACCEL=tcg|kvm
 #    forces one), one vCPU (--smp N: N) pinned with taskset (CPU 1 by default, --cpu
-#    takes a taskset list; uvhost serve runs on CPU 0); --queues N: the netdev's queues=N
+#    takes a taskset list; uvhost serve runs on CPU 0), QEMU's other threads (its main
+#    loop: device emulation, a tap netdev's I/O, vhost-user's call eventfds) there too,
+#    or on --io-cpu C when given (the vCPU threads, "CPU n/TCG", are then moved to
+#    --cpu as soon as QEMU's pid is known); --queues N: the netdev's queues=N
 #    and the device's mq=on (N queue pairs; the guest's driver uses min(N, vCPUs));
 #    --device-opts: more virtio-net-pci properties (e.g. host_mtu=9000); --tap IFNAME:
 #    no vhost-user but QEMU's own virtio-net on a kernel tap it creates itself
@@ -49,6 +52,7 @@ QLIB_ACCEL=""
 GUEST_KERNEL="" GUEST_INITRD="" GUEST_VERSION=""
 declare -A QEMU_PID=()     # guest name -> QEMU's pid
 declare -A QEMU_WRAP=()    # guest name -> the `timeout` wrapping it (our child)
+declare -A QEMU_VCPU_CPU=()  # guest name -> the CPUs of its vCPU threads when they differ from QEMU's
 MARKER="" RESULT=""
 
 # ---------------------------------------------------------------- the guest
@@ -88,7 +92,7 @@ qlib_choose_accel() {
 # kernel command line (uvhost.tests=..., uvhost.ip=..., see guest-init.sh). Returns once
 # QEMU wrote its pid file (or failed: then 1).
 qlib_guest_start() {
-  local name=$1 sock="" server=0 cpu=1 mac=52:54:00:12:34:56 limit=$QLIB_GUEST_S smp=1 queues=1 devopts="" tapname=""; shift
+  local name=$1 sock="" server=0 cpu=1 mac=52:54:00:12:34:56 limit=$QLIB_GUEST_S smp=1 queues=1 devopts="" tapname="" iocpu=""; shift
   while (($#)); do
     case $1 in
       --sock) sock=$2; shift 2 ;;
@@ -100,6 +104,7 @@ qlib_guest_start() {
       --queues) queues=$2; shift 2 ;;
       --device-opts) devopts=$2; shift 2 ;;
       --tap) tapname=$2; shift 2 ;;
+      --io-cpu) iocpu=$2; shift 2 ;;
       --) shift; break ;;
       *) fail "qlib_guest_start: unknown option $1"; return 1 ;;
     esac
@@ -117,7 +122,9 @@ qlib_guest_start() {
   [[ -n $devopts ]] && device+=",$devopts"
   rm -f "$pidfile"
   : >"$dir/guest-$name.log"
-  "${inns[@]}" timeout -k 5 "$limit" taskset -c "$cpu" "$QEMU" -name "uvhost-$name" -accel "$QLIB_ACCEL" -machine pc \
+  QEMU_VCPU_CPU[$name]=""
+  [[ -n $iocpu ]] && QEMU_VCPU_CPU[$name]=$cpu
+  "${inns[@]}" timeout -k 5 "$limit" taskset -c "${iocpu:-$cpu}" "$QEMU" -name "uvhost-$name,debug-threads=on" -accel "$QLIB_ACCEL" -machine pc \
     -m "$QLIB_MEM_MB" -smp "$smp" \
     -object "memory-backend-memfd,id=mem,size=${QLIB_MEM_MB}M,share=on" -numa node,memdev=mem \
     -kernel "$GUEST_KERNEL" -initrd "$GUEST_INITRD" \
@@ -142,6 +149,20 @@ qlib_guest_pid() {
     return 1
   fi
   QEMU_PID[$name]=$(cat "$pidfile")
+  [[ -n ${QEMU_VCPU_CPU[$name]:-} ]] && qlib_pin_vcpus "$name" "${QEMU_VCPU_CPU[$name]}"
+  return 0
+}
+
+# Moves NAME's vCPU threads (named "CPU n/TCG" or "CPU n/KVM" with debug-threads=on)
+# to CPUS.
+qlib_pin_vcpus() {
+  local name=$1 cpus=$2 task moved=0
+  for task in /proc/"${QEMU_PID[$name]}"/task/*; do
+    if grep -Eq '^CPU [0-9]+/(TCG|KVM)$' "$task/comm" 2>/dev/null; then
+      taskset -pc "$cpus" "${task##*/}" >/dev/null && ((moved += 1))
+    fi
+  done
+  ((moved > 0)) || fail "guest $name: no vCPU thread found to pin to CPU $cpus"
 }
 qlib_pid_ready() { [[ -s $dir/qemu-$1.pid ]] || ! ilib_alive "${QEMU_WRAP[$1]}"; }
 
