@@ -5,7 +5,7 @@
 #
 #   iperf_vs_testpmd.sh --uvhost PATH [--rounds 4] [--secs 5]
 #                       [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]
-#                       [--qemu-io-cpu C]
+#                       [--qemu-cpus LIST] [--qemu-io-cpu C]
 #
 # Each round boots the guest once per arrangement (the order rotates from round to round,
 # so no arrangement always goes first), and each boot prints the negotiated virtio
@@ -20,7 +20,8 @@
 #             started inside the namespace; no /dev/vhost-net here)
 # The same guest image, MAC, addresses, virtio-net-pci options (vectors=0) and CPU
 # placement: QEMU (all its threads) on CPU 1, the backend process and iperf3 -s on CPU 0;
-# with --qemu-io-cpu C, only QEMU's vCPU thread stays on CPU 1 and its other threads
+# --qemu-cpus LIST puts QEMU on those CPUs instead (e.g. 0,1: the scheduler decides);
+# with --qemu-io-cpu C, only QEMU's vCPU thread stays there and its other threads
 # (the main loop: qemu-tap's tap I/O, vhost-user's interrupt injection) run on C.
 #
 # Figures per boot and direction: iperf3's receiver-side Mbit/s as the guest reports
@@ -42,7 +43,7 @@ HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu=""
+uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -51,6 +52,7 @@ while (($#)); do
     --arrangements) arrangements=$2; shift 2 ;;
     --port-extra) port_extra=$2; shift 2 ;;
     --qemu-io-cpu) io_cpu=$2; shift 2 ;;
+    --qemu-cpus) qemu_cpus=$2; shift 2 ;;
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
@@ -64,7 +66,7 @@ if [[ " ${order[*]} " == *" testpmd "* ]] && ! command -v "${TESTPMD:-dpdk-testp
 fi
 ilib_init qemu-iperf
 CLK_TCK=$(getconf CLK_TCK)
-echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU 1, its other threads on CPU ${io_cpu:-1}"
+echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU $qemu_cpus, its other threads on CPU ${io_cpu:-$qemu_cpus}"
 
 host_ip=10.0.0.1 guest_ip=10.0.0.2
 results=$dir/results.txt   # arrangement round direction mbps retransmits cpu_qemu cpu_backend window_s
@@ -89,7 +91,7 @@ measure() {
   # except QEMU's own: made by QEMU, configured once it is there (the guest waits for
   # its peer to answer a ping before iperf3 begins).
   if [[ $arrangement != qemu-tap ]]; then qlib_iperf_server "$host_ip" 0 || return 1; fi
-  qlib_guest_start "$name" --cpu 1 ${io_cpu:+--io-cpu "$io_cpu"} "$@" -- uvhost.tests=link,iperf,iperf-r uvhost.ip="$guest_ip/24" \
+  qlib_guest_start "$name" --cpu "$qemu_cpus" ${io_cpu:+--io-cpu "$io_cpu"} "$@" -- uvhost.tests=link,iperf,iperf-r uvhost.ip="$guest_ip/24" \
     uvhost.peer="$host_ip" uvhost.secs="$secs" || return 1
   if [[ $arrangement == qemu-tap ]]; then
     qlib_tap_up "$tap" "$host_ip" || return 1

@@ -52,6 +52,7 @@ QLIB_ACCEL=""
 GUEST_KERNEL="" GUEST_INITRD="" GUEST_VERSION=""
 declare -A QEMU_PID=()     # guest name -> QEMU's pid
 declare -A QEMU_WRAP=()    # guest name -> the `timeout` wrapping it (our child)
+declare -A QEMU_SMP=()       # guest name -> its vCPU count
 declare -A QEMU_VCPU_CPU=()  # guest name -> the CPUs of its vCPU threads when they differ from QEMU's
 MARKER="" RESULT=""
 
@@ -123,6 +124,7 @@ qlib_guest_start() {
   rm -f "$pidfile"
   : >"$dir/guest-$name.log"
   QEMU_VCPU_CPU[$name]=""
+  QEMU_SMP[$name]=$smp
   [[ -n $iocpu ]] && QEMU_VCPU_CPU[$name]=$cpu
   "${inns[@]}" timeout -k 5 "$limit" taskset -c "${iocpu:-$cpu}" "$QEMU" -name "uvhost-$name,debug-threads=on" -accel "$QLIB_ACCEL" -machine pc \
     -m "$QLIB_MEM_MB" -smp "$smp" \
@@ -149,20 +151,28 @@ qlib_guest_pid() {
     return 1
   fi
   QEMU_PID[$name]=$(cat "$pidfile")
-  [[ -n ${QEMU_VCPU_CPU[$name]:-} ]] && qlib_pin_vcpus "$name" "${QEMU_VCPU_CPU[$name]}"
+  [[ -n ${QEMU_VCPU_CPU[$name]:-} ]] && qlib_pin_vcpus "$name" "${QEMU_VCPU_CPU[$name]}" "${QEMU_SMP[$name]}"
   return 0
 }
 
 # Moves NAME's vCPU threads (named "CPU n/TCG" or "CPU n/KVM" with debug-threads=on)
 # to CPUS.
+# QEMU writes its pid file before it creates the vCPU threads: looks for them for up to
+# 20 s (until as many as the guest has, -smp, are there).
 qlib_pin_vcpus() {
-  local name=$1 cpus=$2 task moved=0
-  for task in /proc/"${QEMU_PID[$name]}"/task/*; do
-    if grep -Eq '^CPU [0-9]+/(TCG|KVM)$' "$task/comm" 2>/dev/null; then
-      taskset -pc "$cpus" "${task##*/}" >/dev/null && ((moved += 1))
-    fi
+  local name=$1 cpus=$2 want=$3 task moved i
+  for ((i = 0; i < 200; i++)); do
+    moved=0
+    for task in /proc/"${QEMU_PID[$name]}"/task/*; do
+      if grep -Eq '^CPU [0-9]+/(TCG|KVM)$' "$task/comm" 2>/dev/null; then
+        taskset -pc "$cpus" "${task##*/}" >/dev/null && ((moved += 1))
+      fi
+    done
+    ((moved >= want)) && return 0
+    qlib_guest_alive "$name" || break
+    sleep 0.1
   done
-  ((moved > 0)) || fail "guest $name: no vCPU thread found to pin to CPU $cpus"
+  fail "guest $name: found $moved of $want vCPU threads to pin to CPU $cpus"
 }
 qlib_pid_ready() { [[ -s $dir/qemu-$1.pid ]] || ! ilib_alive "${QEMU_WRAP[$1]}"; }
 
