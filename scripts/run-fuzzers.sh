@@ -22,6 +22,7 @@ jobs="${UVHOST_FUZZ_JOBS:-2}"
 fuzzers=(
   "virtio_device_fuzz:virtio/fuzz/corpus"
   "vhost_user_message_fuzz:vhost-user/fuzz/corpus"
+  "backends_offload_fuzz:backends/fuzz/corpus"
 )
 if [[ -n "${UVHOST_FUZZ_ONLY:-}" ]]; then
   selected=()

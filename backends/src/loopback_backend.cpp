@@ -3,6 +3,7 @@
 #include "uvhost/backends/loopback_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -24,37 +25,44 @@ std::string LoopbackBackend::describe() const {
   return fmt::format("loopback (MAC swap, {} queue pairs)", counters_.pairs());
 }
 
-bool LoopbackBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+TxBurstResult LoopbackBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
   if (pair >= counters_.pairs()) {
-    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    return false;
-  }
-  if (frame.size() < kMinFrameBytes) {
-    counters_.add(pair, kTooShort);
-    return false;
-  }
-  if (frame.size() > kMaxFrameBytes) {
-    counters_.add(pair, kTooLong);
-    return false;
+    bad_pair_.fetch_add(frames.size(), std::memory_order_relaxed);  // relaxed: a statistic
+    return {};
   }
   RxInjector* const target = injector();
-  if (target == nullptr) {
-    counters_.add(pair, kNoInjector);
-    return false;
+  TxBurstResult taken;
+  for (const TxFrame& frame : frames) {
+    if (frame.frame_len < kMinFrameBytes) {
+      counters_.add(pair, kTooShort);
+      continue;
+    }
+    if (frame.frame_len > kMaxFrameBytes) {
+      counters_.add(pair, kTooLong);
+      continue;
+    }
+    if (target == nullptr) {
+      counters_.add(pair, kNoInjector);
+      continue;
+    }
+    virtio::NetHeader reflected_header = frame.read_header();
+    reflected_header.num_buffers = 0;
+    // The addresses, read once and swapped; the datapath copies the rest.
+    std::array<std::byte, 12> macs;
+    (void)frame.copy_frame(0, macs);
+    std::swap_ranges(macs.begin(), macs.begin() + 6, macs.begin() + 6);
+    ++taken.frames;
+    taken.bytes += frame.frame_len;
+    if (!target->inject_frame(pair, reflected_header, macs, frame)) {
+      // Taken from the guest and lost on the way back in: the datapath counts it as a
+      // receive-side drop (inject_dropped), so it is not a transmit drop too.
+      counters_.add(pair, kInjectFailed);
+      continue;
+    }
+    counters_.add(pair, kReflected);
+    counters_.add(pair, kReflectedBytes, frame.frame_len);
   }
-  virtio::NetHeader reflected_header = header;
-  reflected_header.num_buffers = 0;
-  PacketPtr packet = make_packet(reflected_header, frame);
-  std::swap_ranges(packet->frame.begin(), packet->frame.begin() + 6, packet->frame.begin() + 6);
-  if (!target->inject(pair, std::move(packet))) {
-    // Taken from the guest and lost on the way back in: the datapath counts it as a
-    // receive-side drop (inject_dropped), so it is not a transmit drop too.
-    counters_.add(pair, kInjectFailed);
-    return true;
-  }
-  counters_.add(pair, kReflected);
-  counters_.add(pair, kReflectedBytes, frame.size());
-  return true;
+  return taken;
 }
 
 nlohmann::json LoopbackBackend::stats() const {

@@ -1,14 +1,13 @@
 // offload_adapt.cpp - offload headers fitted to the receiving guest (see offload_adapt.h).
 #include "uvhost/backends/offload_adapt.h"
 
-#include "uvhost/backends/tap_device.h"  // net_feature
+#include "uvhost/backends/gso_segment.h"
+#include "uvhost/backends/inet_checksum.h"
+#include "uvhost/backends/net_features.h"
 
 namespace uvhost::backends {
-namespace {
 
-constexpr bool has(uint64_t features, unsigned bit) noexcept { return ((features >> bit) & 1U) != 0; }
-
-}  // namespace
+using net_feature::has;
 
 bool gso_acceptable(const virtio::NetHeader& header, uint64_t guest_features) noexcept {
   const uint8_t gso = header.gso_type & static_cast<uint8_t>(~virtio::kNetGsoEcn);
@@ -25,6 +24,30 @@ bool gso_acceptable(const virtio::NetHeader& header, uint64_t guest_features) no
   }
 }
 
+namespace {
+
+// Each segment straight into the receiver's queue.
+class InjectingSink final : public PacketSink {
+ public:
+  InjectingSink(RxInjector& injector, uint32_t pair) : injector_(injector), pair_(pair) {}
+
+ private:
+  bool take(PacketPtr packet) override { return injector_.inject(pair_, std::move(packet)); }
+  RxInjector& injector_;
+  uint32_t pair_;
+};
+
+}  // namespace
+
+size_t inject_segments(RxInjector& injector, uint32_t pair, const OffloadLayout& layout,
+                       std::span<const std::byte> frame, uint64_t guest_features, uint32_t ipv6_fragment_id) {
+  SegmentOptions options;
+  options.partial_checksum = has(guest_features, net_feature::kGuestCsum);
+  options.ipv6_fragment_id = ipv6_fragment_id;
+  InjectingSink sink(injector, pair);
+  return gso_segment(layout, frame, options, sink);
+}
+
 ChecksumAdapt adapt_checksum(Packet& packet, uint64_t guest_features) noexcept {
   if (has(guest_features, net_feature::kGuestCsum)) return ChecksumAdapt::kAsIs;
   virtio::NetHeader& header = packet.header;
@@ -32,21 +55,7 @@ ChecksumAdapt adapt_checksum(Packet& packet, uint64_t guest_features) noexcept {
     header.flags = 0;
     return ChecksumAdapt::kAsIs;
   }
-  std::vector<std::byte>& frame = packet.frame;
-  const size_t start = header.csum_start;
-  const size_t field = start + header.csum_offset;
-  if (start >= frame.size() || field + 2 > frame.size()) return ChecksumAdapt::kBadRange;
-  uint64_t sum = 0;
-  size_t i = start;
-  for (; i + 1 < frame.size(); i += 2) {
-    sum += (std::to_integer<uint64_t>(frame[i]) << 8) | std::to_integer<uint64_t>(frame[i + 1]);
-  }
-  if (i < frame.size()) sum += std::to_integer<uint64_t>(frame[i]) << 8;
-  while ((sum >> 16) != 0) sum = (sum & 0xffffU) + (sum >> 16);
-  uint16_t checksum = static_cast<uint16_t>(~sum);
-  if (checksum == 0) checksum = 0xffff;
-  frame[field] = std::byte{static_cast<uint8_t>(checksum >> 8)};
-  frame[field + 1] = std::byte{static_cast<uint8_t>(checksum)};
+  if (!complete_checksum(packet.frame, header.csum_start, header.csum_offset)) return ChecksumAdapt::kBadRange;
   header.flags = 0;
   return ChecksumAdapt::kCompleted;
 }

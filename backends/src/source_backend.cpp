@@ -120,15 +120,16 @@ std::string SourceBackend::describe() const {
                      options_.rate_pps, options_.queue_pairs);
 }
 
-bool SourceBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
-  (void)header;
+TxBurstResult SourceBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
   if (pair >= options_.queue_pairs) {
-    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    return false;
+    bad_pair_.fetch_add(frames.size(), std::memory_order_relaxed);  // relaxed: a statistic
+    return {};
   }
-  tx_counters_.add(pair, kTxFrames);
-  tx_counters_.add(pair, kTxBytes, frame.size());
-  return true;
+  uint64_t bytes = 0;
+  for (const TxFrame& frame : frames) bytes += frame.frame_len;
+  tx_counters_.add(pair, kTxFrames, frames.size());
+  tx_counters_.add(pair, kTxBytes, bytes);
+  return TxBurstResult{static_cast<uint32_t>(frames.size()), bytes};
 }
 
 // The token bucket of one pair, in integer credit units: every nanosecond earns
@@ -154,7 +155,7 @@ bool SourceBackend::take_token(PairState& state, int64_t now_ns) noexcept {
   return false;
 }
 
-bool SourceBackend::pull(uint32_t pair, Packet& packet) {
+bool SourceBackend::pull_frame(uint32_t pair, RxFrameView& view) {
   if (pair >= options_.queue_pairs) {
     bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     return false;
@@ -177,8 +178,9 @@ bool SourceBackend::pull(uint32_t pair, Packet& packet) {
       return false;
     }
   }
-  packet.header = {};
-  state.frame.fill(state.sequence++, packet.frame);
+  state.frame.stamp(state.sequence++, state.bytes);
+  view.header = {};
+  view.frame = state.bytes;
   rx_counters_.add(pair, kGenerated);
   rx_counters_.add(pair, kGeneratedBytes, options_.frame_size);
   return true;

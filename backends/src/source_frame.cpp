@@ -16,15 +16,15 @@ constexpr size_t kSequenceAt = kPayload + 8;
 constexpr size_t kUdpChecksumAt = kUdp + 6;
 constexpr uint8_t kProtocolUdp = 17;
 
-void put16(std::vector<std::byte>& b, size_t at, uint32_t v) {
+void put16(std::span<std::byte> b, size_t at, uint32_t v) {
   b[at] = std::byte{static_cast<uint8_t>(v >> 8)};
   b[at + 1] = std::byte{static_cast<uint8_t>(v)};
 }
-void put32(std::vector<std::byte>& b, size_t at, uint32_t v) {
+void put32(std::span<std::byte> b, size_t at, uint32_t v) {
   put16(b, at, v >> 16);
   put16(b, at + 2, v & 0xffffU);
 }
-void put64(std::vector<std::byte>& b, size_t at, uint64_t v) {
+void put64(std::span<std::byte> b, size_t at, uint64_t v) {
   put32(b, at, static_cast<uint32_t>(v >> 32));
   put32(b, at + 4, static_cast<uint32_t>(v));
 }
@@ -93,8 +93,12 @@ SourceFrameTemplate::SourceFrameTemplate(const SourceFrameSpec& spec) {
 void SourceFrameTemplate::fill(uint64_t sequence, std::vector<std::byte>& out) const {
   out.resize(bytes_.size());
   std::memcpy(out.data(), bytes_.data(), bytes_.size());
-  put64(out, kSequenceAt, sequence);
-  put16(out, kUdpChecksumAt, udp_checksum_field(udp_sum_base_ + sequence_sum(sequence)));
+  stamp(sequence, out);
+}
+
+void SourceFrameTemplate::stamp(uint64_t sequence, std::span<std::byte> frame) const {
+  put64(frame, kSequenceAt, sequence);
+  put16(frame, kUdpChecksumAt, udp_checksum_field(udp_sum_base_ + sequence_sum(sequence)));
 }
 
 std::optional<SourceFrameInfo> parse_source_frame(std::span<const std::byte> frame) noexcept {

@@ -3,6 +3,7 @@
 #include "uvhost/backends/switch_backend.h"
 
 #include <algorithm>
+#include <random>
 #include <stdexcept>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "switch_uplink.h"
+#include "uvhost/backends/net_features.h"
 #include "uvhost/backends/offload_adapt.h"
 #include "uvhost/sync/misuse.h"
 
@@ -23,9 +25,10 @@ std::string_view name(Counter counter) noexcept {
     case kInjectFailed: return "inject_failed";
     case kNotAttached: return "not_attached";
     case kNoTarget: return "no_target";
-    case kOffloadRefused: return "offload_refused";
+    case kSegmented: return "segmented";
+    case kSegments: return "segments";
     case kChecksumCompleted: return "checksum_completed";
-    case kChecksumBadRange: return "checksum_bad_range";
+    case kOffloadInvalid: return "offload_invalid";
     case kIngressDetached: return "ingress_detached";
     case kCount: break;
   }
@@ -59,6 +62,26 @@ nlohmann::json delivery_json(const SwitchDeliveryCounters& counters) {
   return out;
 }
 
+nlohmann::json offload_invalid_json(const SwitchDeliveryCounters& counters) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 1; i < kOffloadReasonCount; ++i) {  // every reason but kOk
+    out[std::string(to_string(static_cast<OffloadReason>(i)))] = counters.offload_invalid.total(i);
+  }
+  return out;
+}
+
+// What the uplink tap may send: every transmit offload (its frames are still validated).
+constexpr uint64_t kUplinkSenderFeatures = net_feature::kHostOffloads;
+
+bool has_offloads(const virtio::NetHeader& header) noexcept {
+  return (header.flags & virtio::kNetHdrFlagNeedsCsum) != 0 || header.gso_type != virtio::kNetGsoNone;
+}
+
+uint32_t random_start() {
+  std::random_device random;
+  return random();
+}
+
 // Which receive pair a frame from the uplink goes to: a hash of its MAC addresses, so
 // one conversation stays in order on one pair (inject() maps it onto the port's pairs).
 uint32_t mac_pair_hash(std::span<const std::byte> frame) noexcept {
@@ -84,7 +107,9 @@ struct SwitchHub::Uplink {
 // ---- SwitchHub --------------------------------------------------------------------------
 
 SwitchHub::SwitchHub(const SwitchHubOptions& options)
-    : switch_(options.table), members_(options.member_policy, std::make_unique<Members>()) {}
+    : switch_(options.table),
+      members_(options.member_policy, std::make_unique<Members>()),
+      ipv6_fragment_ids_(random_start()) {}
 
 SwitchHub::~SwitchHub() {
   std::unique_ptr<Uplink> uplink;
@@ -155,22 +180,31 @@ void SwitchHub::unregister(SwitchBackend* port) {
 }
 
 bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
-                             std::span<const std::byte> frame, SwitchDeliveryCounters& counters,
-                             uint32_t counter_pair) {
+                             std::span<const std::byte> frame, const OffloadLayout& layout,
+                             SwitchDeliveryCounters& counters, uint32_t counter_pair) {
   // relaxed: the features are a value on their own (switch_backend.h).
   const uint64_t features =
       member.guest_features != nullptr ? member.guest_features->load(std::memory_order_relaxed) : ~uint64_t{0};
-  if (!gso_acceptable(header, features)) {
-    counters.add(counter_pair, switch_delivery::kOffloadRefused);
-    return false;
+  if (layout.kind != GsoKind::kNone && !gso_acceptable(header, features)) {
+    const uint32_t fragment_id =
+        layout.kind == GsoKind::kUfo && layout.ipv6 ? ipv6_fragment_ids_.fetch_add(1, std::memory_order_relaxed) : 0;
+    const size_t injected = inject_segments(*member.injector, pair, layout, frame, features, fragment_id);
+    counters.add(counter_pair, switch_delivery::kSegmented);
+    counters.add(counter_pair, switch_delivery::kSegments, injected);
+    if (injected < layout.segments) {
+      counters.add(counter_pair, switch_delivery::kInjectFailed);
+      return false;
+    }
+    counters.add(counter_pair, switch_delivery::kDelivered);
+    return true;
   }
   virtio::NetHeader copy_header = header;
   copy_header.num_buffers = 0;
+  copy_header.flags &= virtio::kNetHdrFlagNeedsCsum;
   PacketPtr packet = make_packet(copy_header, frame);
-  switch (adapt_checksum(*packet, features)) {
-    case ChecksumAdapt::kAsIs: break;
-    case ChecksumAdapt::kCompleted: counters.add(counter_pair, switch_delivery::kChecksumCompleted); break;
-    case ChecksumAdapt::kBadRange: counters.add(counter_pair, switch_delivery::kChecksumBadRange); return false;
+  // The range was validated: the checksum is as it is, or completed.
+  if (adapt_checksum(*packet, features) == ChecksumAdapt::kCompleted) {
+    counters.add(counter_pair, switch_delivery::kChecksumCompleted);
   }
   if (!member.injector->inject(pair, std::move(packet))) {
     counters.add(counter_pair, switch_delivery::kInjectFailed);
@@ -180,14 +214,26 @@ bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::
   return true;
 }
 
-size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair,
+size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint64_t sender_features, uint32_t pair,
                           const virtio::NetHeader& header, std::span<const std::byte> frame,
                           SwitchDeliveryCounters& counters, uint32_t counter_pair) {
+  OffloadLayout layout;  // kind kNone: nothing to segment
+  if (has_offloads(header)) {
+    const OffloadCheck check = validate_offload(header, frame, sender_features);
+    if (!check.ok()) {
+      counters.add(counter_pair, switch_delivery::kOffloadInvalid);
+      counters.offload_invalid.add(counter_pair, static_cast<size_t>(check.reason));
+      return 0;
+    }
+    layout = check.layout;
+  }
   // Inside read(): the members' injectors stay valid (leave() waits for us).
   return members_.read([&](const Members& members) -> size_t {
     if (decision.kind == ForwardKind::kUnicast) {
       for (const Member& member : members) {
-        if (member.id == decision.port) return deliver_copy(member, pair, header, frame, counters, counter_pair) ? 1 : 0;
+        if (member.id == decision.port) {
+          return deliver_copy(member, pair, header, frame, layout, counters, counter_pair) ? 1 : 0;
+        }
       }
       counters.add(counter_pair, switch_delivery::kNotAttached);
       return 0;
@@ -197,7 +243,7 @@ size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint3
     for (const Member& member : members) {
       if (member.id == ingress) continue;
       ++targets;
-      if (deliver_copy(member, pair, header, frame, counters, counter_pair)) ++delivered;
+      if (deliver_copy(member, pair, header, frame, layout, counters, counter_pair)) ++delivered;
     }
     if (targets == 0) counters.add(counter_pair, switch_delivery::kNoTarget);
     return delivered;
@@ -207,7 +253,8 @@ size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint3
 void SwitchHub::forward_from_uplink(Uplink& uplink, Packet& packet) {
   const ForwardDecision decision = switch_.forward(packet.frame, uplink.id, SwitchClock::now(), uplink.forwarding);
   if (decision.kind == ForwardKind::kDrop) return;
-  (void)deliver(decision, uplink.id, mac_pair_hash(packet.frame), packet.header, packet.frame, uplink.delivery, 0);
+  (void)deliver(decision, uplink.id, kUplinkSenderFeatures, mac_pair_hash(packet.frame), packet.header, packet.frame,
+                uplink.delivery, 0);
 }
 
 nlohmann::json SwitchHub::stats() const {
@@ -224,6 +271,7 @@ nlohmann::json SwitchHub::stats() const {
                                      {"forwarding", reasons_json(forwarding)},
                                      {"learn", learn_json(forwarding)},
                                      {"delivery", delivery_json(uplink_->delivery)},
+                                     {"offload_invalid", offload_invalid_json(uplink_->delivery)},
                                      {"queue_full", uplink_->link->queue_full()},
                                      {"tap", uplink_->link->tap().stats()}};
     } else {
@@ -283,18 +331,33 @@ void SwitchBackend::features_changed(uint64_t features) {
   guest_features_.store(features, std::memory_order_relaxed);  // relaxed: see the member's comment
 }
 
-bool SwitchBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+TxBurstResult SwitchBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
   if (pair >= queue_pairs()) {
-    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    return false;
+    bad_pair_.fetch_add(frames.size(), std::memory_order_relaxed);  // relaxed: a statistic
+    return {};
   }
+  TxBurstResult taken;
+  std::vector<std::byte>& copy = forwarding_[pair].frame;
+  for (const TxFrame& frame : frames) {
+    copy.resize(frame.frame_len);
+    (void)frame.copy_frame(0, copy);
+    if (!forward_one(pair, frame.read_header(), copy)) continue;
+    ++taken.frames;
+    taken.bytes += frame.frame_len;
+  }
+  return taken;
+}
+
+bool SwitchBackend::forward_one(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
   if (!attached()) {
     delivery_.add(pair, switch_delivery::kIngressDetached);
     return false;
   }
   const ForwardDecision decision = hub_.switch_.forward(frame, id_, SwitchClock::now(), forwarding_[pair].counters);
   if (decision.kind == ForwardKind::kDrop) return false;
-  return hub_.deliver(decision, id_, pair, header, frame, delivery_, pair) > 0;
+  // relaxed: the features are a value on their own (see the member's comment).
+  const uint64_t features = guest_features_.load(std::memory_order_relaxed);
+  return hub_.deliver(decision, id_, features, pair, header, frame, delivery_, pair) > 0;
 }
 
 ForwardingStats SwitchBackend::forwarding() const noexcept {
@@ -311,6 +374,7 @@ nlohmann::json SwitchBackend::stats() const {
                         {"forwarding", reasons_json(stats)},
                         {"learn", learn_json(stats)},
                         {"delivery", delivery_json(delivery_)},
+                        {"offload_invalid", offload_invalid_json(delivery_)},
                         {"bad_pair", bad_pair_.load(std::memory_order_relaxed)}};  // relaxed: a statistic
 }
 

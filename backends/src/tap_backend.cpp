@@ -111,26 +111,41 @@ void TapBackend::mtu_changed(uint32_t mtu) {
   spdlog::info("tap {}: MTU {} (the guest's, from the frontend)", name(), mtu);
 }
 
-bool TapBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) {
+TxBurstResult TapBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
   if (pair >= queues_.size()) {
-    bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    return false;
+    bad_pair_.fetch_add(frames.size(), std::memory_order_relaxed);  // relaxed: a statistic
+    return {};
   }
   if (gone()) {
-    tx_.add(pair, kTxGone);
-    return false;
+    tx_.add(pair, kTxGone, frames.size());
+    return {};
   }
   PairScratch& scratch = scratch_[pair];
-  virtio::NetHeader wire = header;
+  TxBurstResult taken;
+  for (const TxFrame& frame : frames) {
+    if (!write_one(pair, scratch, frame)) continue;
+    ++taken.frames;
+    taken.bytes += frame.frame_len;
+  }
+  return taken;
+}
+
+bool TapBackend::write_one(uint32_t pair, PairScratch& scratch, const TxFrame& frame) {
+  virtio::NetHeader wire = frame.read_header();
   wire.num_buffers = 0;
   virtio::encode_net_header(wire, kHeaderSize, scratch.tx_header);
-  const iovec pieces[] = {{scratch.tx_header.data(), kHeaderSize},
-                          {const_cast<std::byte*>(frame.data()), frame.size()}};
-  const WriteResult wrote = queues_[pair]->write_frame(std::span<const iovec>(pieces));
+  scratch.tx_pieces[0] = iovec{scratch.tx_header.data(), kHeaderSize};
+  const size_t frame_pieces = frame.frame_iovecs(0, std::span(scratch.tx_pieces).subspan(1));
+  if (frame_pieces == 0) {  // more pieces than a writev takes: a guest's pathological chain
+    tx_.add(pair, kBadFrame);
+    return false;
+  }
+  const WriteResult wrote =
+      queues_[pair]->write_frame(std::span<const iovec>(scratch.tx_pieces.data(), 1 + frame_pieces));
   switch (wrote.status) {
     case WriteStatus::kSent:
       tx_.add(pair, kSent);
-      tx_.add(pair, kSentBytes, frame.size());
+      tx_.add(pair, kSentBytes, frame.frame_len);
       return true;
     case WriteStatus::kFull:
       tx_.add(pair, kFull);
@@ -156,7 +171,7 @@ bool TapBackend::transmit(uint32_t pair, const virtio::NetHeader& header, std::s
   return false;
 }
 
-bool TapBackend::pull(uint32_t pair, Packet& packet) {
+bool TapBackend::pull_frame(uint32_t pair, RxFrameView& view) {
   if (pair >= queues_.size()) {
     bad_pair_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     return false;
@@ -175,12 +190,11 @@ bool TapBackend::pull(uint32_t pair, Packet& packet) {
           rx_.add(pair, kTruncated);
           continue;
         }
-        packet.header = virtio::decode_net_header(std::span<const std::byte>(buffer).first(kHeaderSize), kHeaderSize);
-        packet.header.num_buffers = 0;  // meaningless from a tap (tap_device.h)
-        packet.header.flags = flags_for_guest(packet.header.flags, guest_csum_.load(std::memory_order_relaxed));
+        view.header = virtio::decode_net_header(std::span<const std::byte>(buffer).first(kHeaderSize), kHeaderSize);
+        view.header.num_buffers = 0;  // meaningless from a tap (tap_device.h)
+        view.header.flags = flags_for_guest(view.header.flags, guest_csum_.load(std::memory_order_relaxed));
         const size_t frame_bytes = got.bytes - kHeaderSize;
-        packet.frame.assign(buffer.begin() + kHeaderSize,
-                            buffer.begin() + static_cast<std::ptrdiff_t>(kHeaderSize + frame_bytes));
+        view.frame = std::span<const std::byte>(buffer).subspan(kHeaderSize, frame_bytes);
         rx_.add(pair, kFrames);
         rx_.add(pair, kBytes, frame_bytes);
         return true;

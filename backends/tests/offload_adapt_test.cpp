@@ -1,9 +1,12 @@
-// offload_adapt_test.cpp - which GSO frames a guest may receive, and software
-// completion of partial checksums for a guest without GUEST_CSUM.
+// offload_adapt_test.cpp - which GSO frames a guest may receive, segments injected for
+// one that may not (partial or full checksums by its GUEST_CSUM, stopping at a refusal),
+// and software completion of partial checksums for a guest without GUEST_CSUM.
 #include "uvhost/backends/offload_adapt.h"
 
 #include <gtest/gtest.h>
 
+#include "collecting_injector.h"
+#include "offload_frames.h"
 #include "tap_test_support.h"
 #include "uvhost/backends/tap_device.h"
 
@@ -35,6 +38,34 @@ TEST(OffloadAdapt, GsoNeedsTheMatchingGuestFeature) {
   EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoUdpL4), kCsum | bit(kGuestUso4)));
   EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoUdpL4), kCsum | bit(kGuestUso4) | bit(kGuestUso6)));
   EXPECT_FALSE(gso_acceptable(gso(42), ~uint64_t{0}));  // unknown type
+}
+
+TEST(OffloadAdapt, SegmentsAreInjectedInOrderWithChecksumsForTheReceiver) {
+  testing::OffloadFrameSpec spec;
+  spec.payload = testing::payload_pattern(5000);
+  spec.checksum = testing::L4Checksum::kPartial;
+  const testing::Bytes frame = testing::offload_frame(spec);
+  const OffloadCheck check = validate_offload(testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448), frame,
+                                              testing::kAllHostOffloads);
+  ASSERT_TRUE(check.ok());
+  for (const uint64_t features : {uint64_t{0}, kCsum}) {
+    testing::CollectingInjector injector(2);
+    EXPECT_EQ(inject_segments(injector, 1, check.layout, frame, features, 0), 4u);
+    const auto injected = injector.take();
+    ASSERT_EQ(injected.size(), 4u);
+    uint32_t seq = spec.seq;
+    for (const auto& segment : injected) {
+      EXPECT_EQ(segment.pair, 1u);
+      EXPECT_EQ(testing::get32(segment.packet->frame, testing::kEthHeader + 20 + 4), seq);
+      seq += 1448;
+      EXPECT_EQ(segment.packet->header.flags, features == 0 ? 0 : virtio::kNetHdrFlagNeedsCsum);
+      EXPECT_EQ(testing::ipv4_tcp_checksums_valid(segment.packet->frame), features == 0);
+    }
+  }
+  testing::CollectingInjector refusing(1);
+  refusing.set_refuse(true);
+  EXPECT_EQ(inject_segments(refusing, 0, check.layout, frame, 0, 0), 0u);
+  EXPECT_EQ(refusing.refused(), 1u);
 }
 
 TEST(OffloadAdapt, ChecksumCompletedOnlyForGuestsWithoutGuestCsum) {

@@ -94,7 +94,9 @@ class MinimalBackend final : public PortBackend {
  public:
   std::string_view kind() const noexcept override { return "minimal"; }
   std::string describe() const override { return "minimal"; }
-  bool transmit(uint32_t, const virtio::NetHeader&, std::span<const std::byte>) override { return true; }
+  TxBurstResult transmit_burst(uint32_t, std::span<const TxFrame> frames) override {
+    return TxBurstResult{static_cast<uint32_t>(frames.size()), 0};
+  }
   RxInjector* current_injector() const { return injector(); }
 };
 

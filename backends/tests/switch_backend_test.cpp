@@ -1,5 +1,6 @@
 // switch_backend_test.cpp - SwitchHub and its ports: learning and unicast, floods,
-// hairpin drops, detach flushing MACs, inject failures, offloads fitted per receiver,
+// hairpin drops, detach flushing MACs, inject failures, offloads fitted per receiver
+// (GSO segmented in software for a guest without TSO, invalid offload headers dropped),
 // transmit from four threads while ports attach and detach (run it under TSan), and
 // a tap uplink in a private network namespace.
 #include "uvhost/backends/switch_backend.h"
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "collecting_injector.h"
+#include "offload_frames.h"
 #include "tap_test_support.h"
 
 namespace uvhost::backends {
@@ -113,9 +116,12 @@ TEST_F(SwitchTest, BroadcastMulticastAndUnknownUnicastFloodToAllOthers) {
   EXPECT_EQ(stats.count(ForwardReason::kUnknownUnicast), 1u);
 }
 
-TEST_F(SwitchTest, CopiesCarryTheHeaderWithoutNumBuffers) {
+// DATA_VALID / RSC_INFO from a sender (which must not set them) would tell the receiver
+// a checksum was validated: the switch validated none, so they are not forwarded.
+TEST_F(SwitchTest, CopiesCarryTheHeaderWithoutNumBuffersOrDataValid) {
   virtio::NetHeader header;
-  header.flags = virtio::kNetHdrFlagDataValid;
+  header.flags = virtio::kNetHdrFlagDataValid | virtio::kNetHdrFlagRscInfo;
+  header.hdr_len = 14;
   header.num_buffers = 5;
   c_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
   b_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
@@ -123,6 +129,7 @@ TEST_F(SwitchTest, CopiesCarryTheHeaderWithoutNumBuffers) {
   auto got = in_b_.take();
   ASSERT_EQ(got.size(), 1u);
   virtio::NetHeader expected = header;
+  expected.flags = 0;
   expected.num_buffers = 0;
   EXPECT_EQ(got[0].packet->header, expected);
   EXPECT_EQ(got[0].packet->frame, frame(kBroadcast, kMacA, 1));
@@ -231,59 +238,165 @@ TEST(SwitchHub, StatsNameEveryPortAndTheTable) {
 
 // ---- offloads fitted to each receiver -----------------------------------------------------
 
-virtio::NetHeader tcp_gso_header() {
-  virtio::NetHeader header;
-  header.flags = virtio::kNetHdrFlagNeedsCsum;
-  header.gso_type = virtio::kNetGsoTcpV4;
-  header.hdr_len = testing::kEthHeader + testing::kIpHeader + testing::kTcpHeader;
-  header.gso_size = 1448;
-  header.csum_start = testing::kEthHeader + testing::kIpHeader;
-  header.csum_offset = 16;
-  return header;
+constexpr uint64_t bit(unsigned b) { return uint64_t{1} << b; }
+constexpr uint64_t kGuestCsum = bit(net_feature::kGuestCsum);
+constexpr uint64_t kGuestTso4 = kGuestCsum | bit(net_feature::kGuestTso4);
+
+// A TCPv4 GSO frame from a to `destination` (partial checksum, as a guest sends it).
+testing::OffloadFrameSpec tso_spec(const Mac& destination, size_t payload = 10000) {
+  testing::OffloadFrameSpec spec;
+  spec.destination = destination;
+  spec.source = kMacA;
+  spec.payload = testing::payload_pattern(payload, 5);
+  spec.checksum = testing::L4Checksum::kPartial;
+  return spec;
 }
 
-TEST_F(SwitchTest, GsoGoesOnlyToGuestsThatNegotiatedIt) {
-  const uint64_t tso = (uint64_t{1} << net_feature::kGuestCsum) | (uint64_t{1} << net_feature::kGuestTso4);
-  b_->features_changed(tso);
-  c_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
-  testing::TcpFrameSpec spec;
-  spec.destination = kBroadcast;
-  spec.source = kMacA;
-  const Bytes gso_frame = testing::tcp_frame(spec);
-  EXPECT_TRUE(a_->transmit(0, tcp_gso_header(), gso_frame));
+// The segments expected from `spec` cut at `gso_size` (checksums full or partial).
+std::vector<Bytes> expected_segments(const testing::OffloadFrameSpec& spec, size_t gso_size, bool partial) {
+  std::vector<Bytes> out;
+  for (size_t offset = 0, i = 0; offset < spec.payload.size(); offset += gso_size, ++i) {
+    testing::OffloadFrameSpec piece = spec;
+    const size_t bytes = std::min(gso_size, spec.payload.size() - offset);
+    const auto begin = spec.payload.begin() + static_cast<std::ptrdiff_t>(offset);
+    piece.payload.assign(begin, begin + static_cast<std::ptrdiff_t>(bytes));
+    piece.seq = spec.seq + static_cast<uint32_t>(offset);
+    piece.ip_id = static_cast<uint16_t>(spec.ip_id + i);
+    if (offset + bytes < spec.payload.size()) piece.tcp_flags &= static_cast<uint8_t>(~0x09);  // FIN, PSH
+    piece.checksum = partial ? testing::L4Checksum::kPartial : testing::L4Checksum::kFull;
+    out.push_back(testing::offload_frame(piece));
+  }
+  return out;
+}
+
+TEST_F(SwitchTest, GsoGoesWholeToGuestsThatTakeItAndSegmentedToOthers) {
+  a_->features_changed(testing::kAllHostOffloads);
+  b_->features_changed(kGuestTso4);
+  c_->features_changed(kGuestCsum);
+  const testing::OffloadFrameSpec spec = tso_spec(kBroadcast);
+  const virtio::NetHeader header = testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448);
+  EXPECT_TRUE(a_->transmit(0, header, testing::offload_frame(spec)));
+  // b takes TSO: the frame as it came.
   auto to_b = in_b_.take();
   ASSERT_EQ(to_b.size(), 1u);
-  EXPECT_EQ(to_b[0].packet->header, tcp_gso_header());
+  EXPECT_EQ(to_b[0].packet->header, header);
+  EXPECT_EQ(to_b[0].packet->frame, testing::offload_frame(spec));
+  // c takes partial checksums only: segments with partial checksums, in order.
+  const std::vector<Bytes> expected = expected_segments(spec, 1448, true);
+  auto to_c = in_c_.take();
+  ASSERT_EQ(to_c.size(), expected.size());
+  for (size_t i = 0; i < to_c.size(); ++i) {
+    EXPECT_EQ(to_c[i].packet->frame, expected[i]) << i;
+    EXPECT_EQ(to_c[i].packet->header.flags, virtio::kNetHdrFlagNeedsCsum);
+    EXPECT_EQ(to_c[i].packet->header.gso_type, virtio::kNetGsoNone);
+    EXPECT_EQ(to_c[i].packet->header.csum_start, testing::kEthHeader + 20);
+    EXPECT_EQ(to_c[i].packet->header.csum_offset, 16);
+  }
+  EXPECT_EQ(a_->delivery(switch_delivery::kDelivered), 2u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kSegmented), 1u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kSegments), expected.size());
+}
+
+TEST_F(SwitchTest, TsoGuestToAGuestWithoutOffloadsGetsChecksummedSegments) {
+  a_->features_changed(testing::kAllHostOffloads);
+  b_->features_changed(0);
+  ASSERT_TRUE(b_->transmit(0, {}, frame(kBroadcast, kMacB, 1)));  // the switch learns b
+  in_a_.take();
+  in_c_.take();
+  const testing::OffloadFrameSpec spec = tso_spec(kMacB, 65495);  // a 64 KiB datagram
+  EXPECT_TRUE(a_->transmit(0, testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448), testing::offload_frame(spec)));
+  const std::vector<Bytes> expected = expected_segments(spec, 1448, false);
+  auto to_b = in_b_.take();
+  ASSERT_EQ(to_b.size(), 46u);
+  ASSERT_EQ(expected.size(), 46u);
+  for (size_t i = 0; i < to_b.size(); ++i) {
+    EXPECT_EQ(to_b[i].packet->frame, expected[i]) << i;
+    EXPECT_EQ(to_b[i].packet->header, virtio::NetHeader{}) << i;
+    EXPECT_TRUE(testing::ipv4_tcp_checksums_valid(to_b[i].packet->frame)) << i;
+  }
   EXPECT_EQ(in_c_.size(), 0u);
-  EXPECT_EQ(a_->delivery(switch_delivery::kOffloadRefused), 1u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kSegments), 46u);
+  EXPECT_EQ(a_->stats().at("delivery").at("segmented"), 1);
+}
+
+TEST_F(SwitchTest, SegmentRefusedByTheReceiverEndsThatCopy) {
+  a_->features_changed(testing::kAllHostOffloads);
+  b_->features_changed(0);
+  c_->features_changed(0);
+  in_c_.set_refuse(true);
+  const testing::OffloadFrameSpec spec = tso_spec(kBroadcast);
+  EXPECT_TRUE(a_->transmit(0, testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448), testing::offload_frame(spec)));
+  EXPECT_EQ(in_b_.take().size(), 7u);
+  EXPECT_EQ(in_c_.refused(), 1u);  // the first segment; nothing after it was tried
+  EXPECT_EQ(a_->delivery(switch_delivery::kInjectFailed), 1u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kDelivered), 1u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kSegments), 7u);
+}
+
+TEST_F(SwitchTest, InvalidOffloadHeadersAreDroppedAndNeverForwarded) {
+  b_->features_changed(kGuestTso4);
+  c_->features_changed(0);
+  const testing::OffloadFrameSpec spec = tso_spec(kBroadcast);
+  const Bytes gso_frame = testing::offload_frame(spec);
+  const virtio::NetHeader header = testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448);
+  // a did not negotiate HOST_TSO4: not even b, which takes TSO, gets the frame.
+  a_->features_changed(testing::kAllHostOffloads & ~bit(net_feature::kHostTso4));
+  EXPECT_FALSE(a_->transmit(0, header, gso_frame));
+  // A checksum field outside the frame, from a sender that may send partial checksums.
+  a_->features_changed(testing::kAllHostOffloads);
+  virtio::NetHeader outside;
+  outside.flags = virtio::kNetHdrFlagNeedsCsum;
+  outside.csum_start = 60;
+  outside.csum_offset = 16;
+  EXPECT_FALSE(a_->transmit(0, outside, frame(kBroadcast, kMacA, 2)));
+  // gso_size 0.
+  virtio::NetHeader no_size = header;
+  no_size.gso_size = 0;
+  EXPECT_FALSE(a_->transmit(0, no_size, gso_frame));
+  EXPECT_EQ(in_b_.size(), 0u);
+  EXPECT_EQ(in_c_.size(), 0u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kOffloadInvalid), 3u);
+  EXPECT_EQ(a_->offload_invalid(OffloadReason::kGsoNotNegotiated), 1u);
+  EXPECT_EQ(a_->offload_invalid(OffloadReason::kChecksumOutsideFrame), 1u);
+  EXPECT_EQ(a_->offload_invalid(OffloadReason::kGsoSizeZero), 1u);
+  const nlohmann::json stats = a_->stats();
+  EXPECT_EQ(stats.at("delivery").at("offload_invalid"), 3);
+  EXPECT_EQ(stats.at("offload_invalid").at("gso_not_negotiated"), 1);
+  EXPECT_EQ(stats.at("offload_invalid").at("checksum_outside_frame"), 1);
+  EXPECT_FALSE(stats.at("offload_invalid").contains("ok"));
+  // Plain frames are not affected.
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 3)));
+  EXPECT_EQ(in_b_.size(), 1u);
 }
 
 TEST_F(SwitchTest, PartialChecksumIsCompletedForAGuestWithoutGuestCsum) {
-  b_->features_changed(uint64_t{1} << net_feature::kGuestCsum);
+  a_->features_changed(bit(net_feature::kCsum));
+  b_->features_changed(kGuestCsum);
   c_->features_changed(0);
-  testing::TcpFrameSpec spec;
-  spec.destination = kBroadcast;
-  spec.source = kMacA;
-  spec.payload = 100;
-  spec.partial_checksum = true;
-  const Bytes partial = testing::tcp_frame(spec);
-  virtio::NetHeader header = tcp_gso_header();
-  header.gso_type = virtio::kNetGsoNone;
-  header.gso_size = 0;
+  testing::OffloadFrameSpec spec = tso_spec(kBroadcast, 101);
+  const Bytes partial = testing::offload_frame(spec);
+  virtio::NetHeader header = testing::gso_header(spec, virtio::kNetGsoNone, 0);
+  header.flags |= virtio::kNetHdrFlagDataValid;  // a driver must not set it: not forwarded
   EXPECT_TRUE(a_->transmit(0, header, partial));
   auto to_b = in_b_.take();
   auto to_c = in_c_.take();
   ASSERT_EQ(to_b.size(), 1u);
   ASSERT_EQ(to_c.size(), 1u);
-  // b negotiated GUEST_CSUM: the partial checksum as it came.
-  EXPECT_EQ(to_b[0].packet->header, header);
-  EXPECT_FALSE(testing::ipv4_tcp_checksums_valid(Bytes(to_b[0].packet->frame)));
+  // b negotiated GUEST_CSUM: the partial checksum as it came (NEEDS_CSUM alone).
+  virtio::NetHeader as_sent = header;
+  as_sent.flags = virtio::kNetHdrFlagNeedsCsum;
+  EXPECT_EQ(to_b[0].packet->header, as_sent);
+  EXPECT_EQ(to_b[0].packet->frame, partial);
   // c did not: completed, flags cleared.
   EXPECT_EQ(to_c[0].packet->header.flags, 0);
   EXPECT_TRUE(testing::ipv4_tcp_checksums_valid(Bytes(to_c[0].packet->frame)));
-  spec.partial_checksum = false;
-  EXPECT_EQ(to_c[0].packet->frame, testing::tcp_frame(spec));
+  spec.checksum = testing::L4Checksum::kFull;
+  EXPECT_EQ(to_c[0].packet->frame, testing::offload_frame(spec));
   EXPECT_EQ(a_->delivery(switch_delivery::kChecksumCompleted), 1u);
+  // The same from a sender that did not negotiate VIRTIO_NET_F_CSUM: dropped.
+  a_->features_changed(0);
+  EXPECT_FALSE(a_->transmit(0, header, partial));
+  EXPECT_EQ(a_->offload_invalid(OffloadReason::kChecksumNotNegotiated), 1u);
 }
 
 // ---- threads -----------------------------------------------------------------------------
@@ -429,6 +542,12 @@ TEST_F(SwitchUplinkTest, TapUplinkSeesFloodsAndItsFramesReachThePort) {
            testing::get8(f, testing::kEthHeader) == 0x43;
   }));
 
+  // The uplink thread counts a frame after its write returned, so the host may see the
+  // frame before the count: wait for it.
+  const auto sent = [&] { return hub->stats().at("uplink").at("tap").at("tx").at("sent").get<uint64_t>(); };
+  for (const auto deadline = testing::Clock::now() + 2s; sent() < 2 && testing::Clock::now() < deadline;) {
+    std::this_thread::sleep_for(1ms);
+  }
   const nlohmann::json stats = hub->stats();
   EXPECT_EQ(stats.at("uplink").at("name"), "uplink:uvsw-up");
   EXPECT_GE(stats.at("uplink").at("tap").at("tx").at("sent").get<uint64_t>(), 2u);

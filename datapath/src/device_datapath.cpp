@@ -92,7 +92,10 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   q.log_guest_addr = start.log_guest_addr;
   q.started = true;
   q.idle_since.reset();
-  if (q.is_tx && !q.frame_buffer) q.frame_buffer = std::make_unique<std::byte[]>(kMaxFrame);
+  if (q.is_tx && q.chains.empty()) {
+    q.chains.resize(options_.burst);
+    q.frames.resize(options_.burst);
+  }
   if (q.kick_fd >= 0) q.worker->watch(q.kick_fd, [this, &q] { on_kick(q); });
   if (!q.is_tx) {
     q.rx_fd = backend_.rx_fd(q.pair);
@@ -180,7 +183,7 @@ void DeviceDatapath::features_changed(uint64_t features) {
   for_each_on_worker([&](Vring& q) {
     q.header_size = header;
     q.log_all = log_all;
-    if (!q.is_tx) q.writer = virtio::NetReceiveWriter(virtio::RxOptions{mrg, header});
+    if (!q.is_tx) q.writer = virtio::NetReceiveWriter(virtio::RxOptions{mrg, header, options_.burst});
   });
   backend_.features_changed(features);
 }
@@ -286,14 +289,15 @@ void DeviceDatapath::set_kicks(Vring& q, bool enabled) {
   q.kicks_disabled = !enabled;
 }
 
-void DeviceDatapath::add_used(Vring& q, const virtio::GuestMemoryMap& map, uint16_t head, uint32_t len) {
-  const uint16_t slot = static_cast<uint16_t>(q.ring->used_index() & (q.ring->config().size - 1));
-  q.ring->add_used(map, head, len);
-  if (q.logging() && q.log_used) vhost_user::log_used_element(*q.log, q.log_guest_addr, slot);
-}
-
 void DeviceDatapath::publish_and_signal(Vring& q, const virtio::GuestMemoryMap& map) {
+  const uint16_t from = q.ring->published_used_index();
+  const auto count = static_cast<uint16_t>(q.ring->used_index() - from);
+  if (count == 0) return;
   q.ring->publish_used(map);
+  // Dirty pages after the writes they cover (a log read in between must not miss one).
+  if (q.logging() && q.log_used) {
+    vhost_user::log_used_elements(*q.log, q.log_guest_addr, q.ring->used_index(), count, q.ring->config().size);
+  }
   if (q.ring->must_signal_guest(map)) {
     if (q.call_fd >= 0) (void)::eventfd_write(q.call_fd, 1);
     q.counters.calls.add();

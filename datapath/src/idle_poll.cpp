@@ -44,6 +44,15 @@ void DeviceDatapath::handle(Vring& q) {
       return;
     }
     if (burst.blocked) {
+      if (unpack(q.poll_word.load(std::memory_order_relaxed)).mode == PollMode::kAlways) {
+        // Poll for the buffers instead of asking for a kick.
+        switch (spin_always(q, Clock::now(), &DeviceDatapath::buffers_arrived)) {
+          case AfterIdle::kContinue: continue;
+          case AfterIdle::kRequeue: q.worker->queue(q.handler); return;
+          case AfterIdle::kQueued:
+          case AfterIdle::kSleep: return;
+        }
+      }
       if (wait_for_buffers(q)) {
         set_kicks(q, false);
         continue;
@@ -82,10 +91,10 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
   const auto start = Clock::now();
   if (settings.mode == PollMode::kNotify || !q.enabled) return sleep(q, start);
   if (settings.mode == PollMode::kAlways) {
-    // One empty pass; come back after the worker's other items (and their kicks).
-    q.counters.polls.add();
-    q.worker->maybe_poll_events(start);
-    return AfterIdle::kRequeue;
+    // A receive ring learns of frames from events (inject, the pull fd, a kick when
+    // it waits for buffers), never from polling its own ring: nothing to spin on.
+    if (!q.is_tx) return sleep(q, start);
+    return spin_always(q, start, &DeviceDatapath::has_work);
   }
   const uint64_t cap_ns = uint64_t{settings.busy_us} * 1000;
   const uint64_t timeout_ns = settings.mode == PollMode::kAdaptive ? q.adaptive.timeout_ns(cap_ns) : cap_ns;
@@ -142,6 +151,46 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
       return sleep(q, now);
   }
   return sleep(q, now);
+}
+
+// `always` on a transmit ring: spin on the ring itself, as a PMD does, until work comes
+// or another item of this worker wants its turn (then re-queue behind it). The cheap
+// check (avail->idx) runs every pass; the worker's queue, the settings word and the
+// clock every kCheckEvery passes; the other fds of the worker (epoll) at most every
+// Worker::kEventPollInterval.
+DeviceDatapath::AfterIdle DeviceDatapath::spin_always(Vring& q, Clock::time_point start,
+                                                      bool (DeviceDatapath::*ready)(Vring&)) {
+  constexpr uint32_t kCheckEvery = 32;
+  q.counters.polls.add();
+  const uint64_t settings_word = q.poll_word.load(std::memory_order_relaxed);
+  PollExit exit = PollExit::kWork;
+  AfterIdle after = AfterIdle::kContinue;
+  for (uint32_t pass = 1;; ++pass) {
+    if ((this->*ready)(q)) break;
+    if (pass % kCheckEvery != 0) continue;
+    if (q.handler.is_queued()) {
+      exit = PollExit::kOwnKick;  // a kick, a ready fd, a control change: that run comes next
+      after = AfterIdle::kQueued;
+      break;
+    }
+    // relaxed: a hint; the set_poll() that changed it also queued our handler.
+    if (q.worker->work_queue().has_other_work() ||
+        q.poll_word.load(std::memory_order_relaxed) != settings_word) {
+      exit = PollExit::kAnyWork;
+      after = AfterIdle::kRequeue;
+      break;
+    }
+    q.worker->maybe_poll_events(Clock::now());
+  }
+  q.counters.poll_ns.add(nanoseconds(Clock::now() - start));
+  q.counters.exits[static_cast<size_t>(exit)].add();
+  return after;
+}
+
+// Receive, waiting in `always` mode: has the guest posted what the held frame needs?
+bool DeviceDatapath::buffers_arrived(Vring& q) {
+  return q.memory->read(
+      [&](const virtio::GuestMemoryMap& map) { return q.ring->available(map) >= q.writer.buffers_wanted(); });
 }
 
 // Go to sleep the `notify` way: transmit re-enables guest kicks and re-checks the

@@ -1,10 +1,9 @@
-// transmit_path.cpp - guest -> backend: one burst of a transmit vring (see
-// device_datapath.h). Worker thread.
+// transmit_path.cpp - guest -> backend: one burst of a transmit vring, handed to the
+// backend in place (see device_datapath.h). Worker thread.
 #include <span>
 
+#include "transmit_scope.h"
 #include "uvhost/datapath/device_datapath.h"
-#include "uvhost/virtio/io_vector.h"
-#include "uvhost/virtio/net_header.h"
 #include "vring.h"
 
 namespace uvhost::datapath {
@@ -12,38 +11,39 @@ namespace uvhost::datapath {
 DeviceDatapath::Burst DeviceDatapath::transmit_burst(Vring& q) {
   Burst burst;
   q.memory->read([&](const virtio::GuestMemoryMap& map) {
-    virtio::DescriptorChain& chain = q.chain;  // reused: no allocation once warm
-    size_t done = 0;
-    size_t moved = 0;
-    while (done < options_.burst && q.ring->pop(map, chain, virtio::ChainDirection::kReadableOnly)) {
-      ++done;
-      // A disabled ring: "process and discard" transmit, uncounted (vhost-user spec).
-      if (q.enabled) {
-        const auto pieces = chain.readable.pieces();
-        const size_t total = chain.readable.total_bytes();
-        const size_t frame_len = total > q.header_size ? total - q.header_size : 0;
-        const auto header = virtio::read_net_header(pieces, q.header_size);
-        if (!header || frame_len == 0 || frame_len > kMaxFrame) {
-          q.counters.dropped.add();  // no header, an empty frame, or too large to move
-        } else {
-          // Copy once out of guest memory: the guest may rewrite its buffer while the
-          // backend looks at the frame (a switch decision must see one header).
-          std::span<std::byte> frame(q.frame_buffer.get(), frame_len);
-          (void)virtio::copy_from_pieces(pieces, q.header_size, frame);
-          if (backend_.transmit(q.pair, *header, frame)) {
-            ++moved;
-            burst.bytes += frame_len;
-          } else {
-            q.counters.dropped.add();
-          }
+    const size_t popped = q.ring->pop_burst(map, std::span(q.chains), virtio::ChainDirection::kReadableOnly);
+    if (popped == 0) return;
+    burst.entries = popped;
+    // A disabled ring: "process and discard" transmit, uncounted (vhost-user spec).
+    if (q.enabled) {
+      size_t count = 0;
+      uint64_t dropped = 0;
+      for (size_t i = 0; i < popped; ++i) {
+        const virtio::IoVector& readable = q.chains[i].readable;
+        const size_t total = readable.total_bytes();
+        if (total <= q.header_size || total - q.header_size > kMaxFrame) {
+          ++dropped;  // no header, an empty frame, or too large to move
+          continue;
         }
+        q.frames[count++] = backends::TxFrame{readable.pieces(), static_cast<uint32_t>(q.header_size),
+                                              static_cast<uint32_t>(total - q.header_size)};
       }
-      add_used(q, map, chain.head, 0);
+      if (count > 0) {
+        // While the backend runs, frames it hands back to this port (loopback) may go
+        // straight into a receive ring of this worker, under this map.
+        TransmitScope scope(*this, *q.worker, *q.memory, map);
+        const backends::TxBurstResult taken =
+            backend_.transmit_burst(q.pair, std::span<const backends::TxFrame>(q.frames.data(), count));
+        scope.finish();
+        dropped += count - taken.frames;
+        q.counters.packets.add(taken.frames);
+        q.counters.bytes.add(taken.bytes);
+        burst.bytes = taken.bytes;
+      }
+      if (dropped > 0) q.counters.dropped.add(dropped);
     }
-    if (done > 0) publish_and_signal(q, map);
-    q.counters.packets.add(moved);
-    q.counters.bytes.add(burst.bytes);
-    burst.entries = done;
+    for (size_t i = 0; i < popped; ++i) q.ring->add_used(map, q.chains[i].head, 0);
+    publish_and_signal(q, map);
   });
   return burst;
 }

@@ -9,8 +9,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "uvhost/backends/packet.h"
+#include "uvhost/backends/port_backend.h"
 #include "uvhost/datapath/adaptive_poll.h"
 #include "uvhost/datapath/frame_ring.h"
 #include "uvhost/datapath/poll_mode.h"
@@ -76,15 +78,16 @@ struct Vring {
   AdaptivePollTimeout adaptive;
   std::optional<Clock::time_point> idle_since;  // when the ring was last found dry
 
-  // Transmit scratch.
-  virtio::DescriptorChain chain;
-  std::unique_ptr<std::byte[]> frame_buffer;  // kMaxFrame bytes, made on first start
+  // Transmit: one burst's chains and the frames handed to the backend (sized to the
+  // burst on first start, reused).
+  std::vector<virtio::DescriptorChain> chains;
+  std::vector<backends::TxFrame> frames;
 
   // Receive.
   virtio::NetReceiveWriter writer{virtio::RxOptions{}};
-  backends::PacketPtr held;  // taken from `inbound`, waiting for guest buffers
-  backends::Packet pulled;   // the backend's pull() buffer
-  bool pulled_held = false;  // `pulled` holds a frame waiting for guest buffers
+  backends::PacketPtr held;       // taken from `inbound`, waiting for guest buffers
+  backends::RxFrameView pulled;   // the backend's pull_frame() view
+  bool pulled_held = false;       // `pulled` shows a frame waiting for guest buffers
 
   bool running() const noexcept { return started && ring != nullptr && !ring->is_broken(); }
   bool logging() const noexcept { return log_all && log != nullptr; }

@@ -191,12 +191,12 @@ bool WorkQueue::drain_once() {
     lifo_batch = next;
   }
   bool ran = fifo_batch != nullptr || fifo_from_lifo != nullptr;
-  run_chain(fifo_batch);
-  run_chain(fifo_from_lifo);
+  run_chain(fifo_batch, fifo_from_lifo);
+  run_chain(fifo_from_lifo, nullptr);
   return ran;
 }
 
-void WorkQueue::run_chain(WorkItem* first) {
+void WorkQueue::run_chain(WorkItem* first, WorkItem* after) {
   for (WorkItem* item = first; item != nullptr;) {
     // Read everything we need before clearing the bit: after the clear a
     // producer may re-queue the item (rewriting next_), and after fn_() a flush
@@ -207,6 +207,7 @@ void WorkQueue::run_chain(WorkItem* first) {
     // item was queued (visibility contract); release orders our reads of the item
     // before a re-queuer's writes to it.
     item->queued_.exchange(false, std::memory_order_acq_rel);
+    batch_rest_ = next != nullptr ? next : after;
     item->fn_();
     if (counted) {
       // relaxed: only the worker writes it. Counted right after each run, not once
@@ -217,6 +218,7 @@ void WorkQueue::run_chain(WorkItem* first) {
     }
     item = next;
   }
+  batch_rest_ = nullptr;
 }
 
 void WorkQueue::worker_main() {

@@ -1,13 +1,18 @@
 // device_fuzz.cpp - libFuzzer target: arbitrary bytes as guest memory and ring state,
-// fed to the device side (pop chains, copy out, write in, push used, notifications,
-// MRG_RXBUF and plain receive).
+// fed to the device side as the datapath drives it (burst pops, copy out, write in,
+// push used through the shadow ring, notifications, MRG_RXBUF and plain receive with
+// buffers reserved a burst at a time, frames forwarded guest to guest). Every chain a
+// burst pop returns is walked again by the full walker and must come out identical
+// (the direct-chain fast path may only ever agree with it).
 //
 // Input layout (little-endian), kept in sync with make_corpus.py:
 //   [0]      flags: bit0 EVENT_IDX, bit1 INDIRECT_DESC, bit2 MRG_RXBUF,
 //                   bit3 frontend (vhost-user) ring addresses, bits4-5 chain direction
 //                   (0 any, 1 readable only, 2 writable only), bit6 legacy 10-byte header
 //   [1]      low nibble: log2(queue size) (mod 9: sizes 1..256); high nibble: chains to
-//            pop in the transmit phase (15: up to 64), the rest is left for receive
+//            pop in the transmit phase (15: up to 64), the rest is left for receive;
+//            the burst size (pops per pop_burst, and buffers reserved per receive
+//            refill) is 1 + the high nibble
 //   [2..3]   initial last avail index (SET_VRING_BASE)
 //   [4..5]   receive frame length
 //   [6..9]   descriptor table address   [10..13] avail ring   [14..17] used ring
@@ -23,6 +28,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "../src/chain_walker.h"  // the full walker, to check the fast path against
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/net_rx.h"
 #include "uvhost/virtio/split_queue.h"
@@ -40,6 +46,31 @@ struct RegionLayout {
 constexpr RegionLayout kRegions[] = {{0x0, 0x4000}, {0x4000, 0x4000}, {0x10000, 0x1000}};
 
 uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+// The full walk of `head` must give exactly what the burst pop gave.
+void check_against_full_walk(const GuestMemoryMap& memory, const QueueConfig& config, ChainDirection direction,
+                             const DescriptorChain& popped) {
+  std::byte* desc = config.address_space == AddressSpace::kGuestPhysical
+                        ? memory.translate_contiguous(config.desc_addr, desc_table_bytes(config.size))
+                        : memory.translate_frontend_contiguous(config.desc_addr, desc_table_bytes(config.size));
+  if (desc == nullptr) __builtin_trap();
+  IoVector scratch(64);
+  const detail::WalkContext context{memory, desc, config.size, config.indirect_desc, direction, scratch};
+  DescriptorChain again;
+  detail::WalkFailure failure;
+  if (detail::walk_chain(context, popped.head, again, failure) != QueueError::kNone) __builtin_trap();
+  const auto same = [](const IoVector& a, const IoVector& b) {
+    if (a.size() != b.size() || a.total_bytes() != b.total_bytes()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].data != b[i].data || a[i].len != b[i].len) return false;
+    }
+    return true;
+  };
+  if (again.descriptor_count != popped.descriptor_count || !same(again.readable, popped.readable) ||
+      !same(again.writable, popped.writable)) {
+    __builtin_trap();
+  }
+}
+
 uint32_t le32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
          (static_cast<uint32_t>(p[3]) << 24);
@@ -90,32 +121,59 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   queue.set_last_avail_index(le16(data + 2));
   if (!queue.start(config, *memory)) return 0;
 
-  // Transmit-style processing: pop, copy out, fill writable parts, push used.
-  DescriptorChain chain;
+  // Transmit-style processing: burst pops, copy out, fill writable parts, push used.
+  const size_t burst = 1 + (data[1] >> 4);
+  std::vector<DescriptorChain> chains(burst);
   std::vector<std::byte> scratch(4096);
   std::memset(scratch.data(), 0xa5, scratch.size());
-  const int tx_pops = (data[1] >> 4) == 15 ? 64 : data[1] >> 4;
-  for (int i = 0; i < tx_pops && queue.pop(*memory, chain, direction); ++i) {
-    copy_from_pieces(chain.readable.pieces(), 0, scratch);
-    const size_t written = copy_to_pieces(chain.writable.pieces(), 0, scratch);
-    queue.add_used(*memory, chain.head, static_cast<uint32_t>(written));
-    if (i % 8 == 7) queue.publish_used(*memory);
+  const size_t tx_pops = (data[1] >> 4) == 15 ? 64 : data[1] >> 4;
+  size_t popped_total = 0;
+  // Keep the last transmitted frame's pieces as a guest-to-guest source for receive.
+  DescriptorChain forwarded;
+  while (popped_total < tx_pops) {
+    const size_t n = queue.pop_burst(*memory, std::span(chains).first(std::min(burst, tx_pops - popped_total)),
+                                     direction);
+    // Checked before anything is written: the writes below may rewrite descriptors.
+    for (size_t i = 0; i < n; ++i) check_against_full_walk(*memory, config, direction, chains[i]);
+    for (size_t i = 0; i < n; ++i) {
+      copy_from_pieces(chains[i].readable.pieces(), 0, scratch);
+      const size_t written = copy_to_pieces(chains[i].writable.pieces(), 0, scratch);
+      queue.add_used(*memory, chains[i].head, static_cast<uint32_t>(written));
+      if (!chains[i].readable.empty()) forwarded = chains[i];
+    }
+    queue.publish_used(*memory);
+    popped_total += n;
+    if (n == 0) break;
   }
-  queue.publish_used(*memory);
   (void)queue.must_signal_guest(*memory);
   queue.disable_guest_kicks(*memory);
   (void)queue.enable_guest_kicks(*memory);
 
   // Receive: the rest of the ring, as virtio-net RX buffers.
-  NetReceiveWriter writer(RxOptions{mrg_rxbuf, (flags & 64) != 0 && !mrg_rxbuf ? kNetHeaderSizeLegacy
-                                                                             : kNetHeaderSizeMrg});
+  NetReceiveWriter writer(RxOptions{mrg_rxbuf,
+                                    (flags & 64) != 0 && !mrg_rxbuf ? kNetHeaderSizeLegacy : kNetHeaderSizeMrg,
+                                    burst});
   const std::vector<std::byte> frame(le16(data + 4) % 9000);
   NetHeader header{};
   header.gso_type = data[1];
   for (int i = 0; i < 8; ++i) {
-    const RxResult result = writer.deliver(queue, *memory, header, frame);
+    RxResult result;
+    if (i % 2 == 1 && forwarded.readable.total_bytes() > 0) {
+      // A frame forwarded in place: a rewritten prefix, then the transmit chain's bytes
+      // (which may overlap these very receive buffers: torn bytes, never a crash).
+      const std::byte prefix[6] = {};
+      const size_t total = forwarded.readable.total_bytes();
+      const size_t take = std::min<size_t>(sizeof prefix, total);
+      const RxSource source{std::span<const std::byte>(prefix, take), forwarded.readable.pieces(), take, total};
+      result = writer.deliver(queue, *memory, header, source);
+    } else {
+      result = writer.deliver(queue, *memory, header, frame);
+    }
+    if (result.status == RxStatus::kNoBuffers && writer.more_buffers_wanted() == 0) __builtin_trap();
     if (result.status != RxStatus::kDelivered) break;
   }
+  writer.release(queue);
+  (void)queue.enable_guest_kicks_for_more(*memory, writer.more_buffers_wanted());
   queue.publish_used(*memory);
   (void)queue.must_signal_guest(*memory);
   return 0;

@@ -3,16 +3,24 @@
 // Contract: walk_chain() reads each descriptor exactly once (a relaxed single-copy
 // load into a local; ordering comes from the caller's acquire load of avail->idx),
 // validates the copy, and appends the host pieces of its buffer to `chain`. It stops at
-// the first violation and returns it, with a human-readable detail for the log; the
-// chain's contents are then meaningless. Every loop is bounded: at most queue-size
-// descriptors in the main table, at most queue-size entries in one indirect table, and
-// at most one indirect table per chain.
+// the first violation and returns it; `failure` then holds what the log line needs
+// (describe() turns it into text, off the hot path) and the chain's contents are
+// meaningless. Every loop is bounded: at most queue-size descriptors in the main table,
+// at most queue-size entries in one indirect table, and at most one indirect table per
+// chain.
+//
+// Design note: the common chains (one to a few direct descriptors, each inside one
+// memory region; or one indirect table in one piece) run straight through the loop
+// with no formatting, no allocation once the chain's vectors are warm, and a plain
+// pointer for the table being walked. Only an indirect table that spans regions takes
+// the slower entry-by-entry gather.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "uvhost/virtio/descriptor_chain.h"
+#include "uvhost/virtio/detail/ring_access.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/queue_error.h"
 
@@ -27,6 +35,151 @@ struct WalkContext {
   IoVector& indirect_scratch;   // reused for the indirect table's host pieces
 };
 
-QueueError walk_chain(const WalkContext& context, uint16_t head, DescriptorChain& chain, std::string& detail);
+// What went wrong, in numbers; formatted only when it is logged.
+struct WalkFailure {
+  uint16_t head = 0;
+  uint32_t index = 0;            // descriptor (or indirect entry) where it happened
+  bool in_indirect = false;
+  uint64_t addr = 0;             // the descriptor's buffer or table
+  uint64_t len = 0;              // its length, or a count (pieces, bytes, table size)
+  TranslateStatus status = TranslateStatus::kOk;
+};
+
+// Out of line, off the hot path.
+Descriptor load_spanning_entry(const IoVector& table, uint32_t index) noexcept;
+[[gnu::cold, gnu::noinline]] QueueError report_walk_failure(WalkFailure& failure, QueueError error, uint16_t head,
+                                                            uint32_t index, bool in_indirect, uint64_t addr,
+                                                            uint64_t len, TranslateStatus status) noexcept;
+
+// The common chain, walked with less: direct descriptors only, all of the caller's
+// direction (kReadableOnly or kWritableOnly), each buffer inside one memory region.
+// true: `chain` holds exactly what walk_chain() would have produced. false: the chain
+// is something else (indirect, spanning, mixed, or a violation): the caller runs
+// walk_chain() from the start, which reads every descriptor again and decides on its
+// own reads alone, so nothing read here is trusted twice. `cursor` carries the last
+// region found from one chain of a burst to the next.
+template <ChainDirection kDirection>
+[[gnu::always_inline]] inline bool walk_direct_chain(const WalkContext& context, uint16_t head,
+                                                     DescriptorChain& chain, GuestMemoryMap::RegionCursor& cursor) {
+  static_assert(kDirection != ChainDirection::kAny, "the fast walk serves one-direction chains only");
+  constexpr bool kWritable = kDirection == ChainDirection::kWritableOnly;
+  constexpr uint16_t kWantedFlags = kWritable ? kDescFlagWrite : 0;
+  IoVector& pieces = kWritable ? chain.writable : chain.readable;
+  chain.clear();
+  chain.head = head;
+  if (head >= context.queue_size) return false;
+  uint32_t index = head;
+  uint32_t walked = 0;
+  uint64_t total_bytes = 0;
+  for (;;) {
+    const Descriptor desc = load_aligned_descriptor(context.desc_table + size_t{index} * kDescriptorSize);
+    if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
+    total_bytes += desc.len;
+    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor)) return false;
+    ++walked;
+    if ((desc.flags & kDescFlagNext) == 0) break;
+    if (desc.next >= context.queue_size || walked >= context.queue_size) return false;
+    index = desc.next;
+  }
+  if (total_bytes > 0xffffffffu) return false;
+  chain.descriptor_count = walked;
+  return true;
+}
+
+// Inline: the burst loop in DeviceQueue::pop_burst keeps the context in registers.
+[[gnu::always_inline]] inline QueueError walk_chain(const WalkContext& context, uint16_t head, DescriptorChain& chain,
+                                                    WalkFailure& failure) {
+  chain.clear();
+  chain.head = head;
+
+  // The table being walked: a plain pointer while it is contiguous in host memory (the
+  // ring's table; an indirect table inside one region), nullptr for a spanning one.
+  const std::byte* table = context.desc_table;
+  uint32_t table_size = context.queue_size;
+  uint32_t index = head;
+  uint32_t walked_in_table = 0;
+  bool in_indirect = false;
+  bool seen_writable = false;
+  uint64_t total_bytes = 0;
+#define UVHOST_WALK_FAIL(error, addr, len, status) \
+  report_walk_failure(failure, error, head, index, in_indirect, addr, len, status)
+
+  if (head >= context.queue_size) [[unlikely]] {
+    return UVHOST_WALK_FAIL(QueueError::kHeadOutOfRange, 0, 0, TranslateStatus::kOk);
+  }
+  for (;;) {
+    if (++walked_in_table > table_size) [[unlikely]] {
+      return UVHOST_WALK_FAIL(QueueError::kChainTooLong, 0, table_size, TranslateStatus::kOk);
+    }
+    ++chain.descriptor_count;
+    const Descriptor desc = table != nullptr ? load_descriptor(table + size_t{index} * kDescriptorSize)
+                                             : load_spanning_entry(context.indirect_scratch, index);
+
+    if ((desc.flags & kDescFlagIndirect) != 0) [[unlikely]] {
+      if (!context.indirect_allowed) {
+        return UVHOST_WALK_FAIL(QueueError::kIndirectNotNegotiated, desc.addr, desc.len, TranslateStatus::kOk);
+      }
+      if (in_indirect) return UVHOST_WALK_FAIL(QueueError::kNestedIndirect, desc.addr, desc.len, TranslateStatus::kOk);
+      if ((desc.flags & kDescFlagNext) != 0) {
+        return UVHOST_WALK_FAIL(QueueError::kIndirectWithNext, desc.addr, desc.len, TranslateStatus::kOk);
+      }
+      // The WRITE flag of the descriptor pointing at the table is ignored (spec).
+      if (desc.len == 0 || desc.len % kDescriptorSize != 0 || desc.len / kDescriptorSize > context.queue_size) {
+        return UVHOST_WALK_FAIL(QueueError::kIndirectBadLength, desc.addr, desc.len, TranslateStatus::kOk);
+      }
+      context.indirect_scratch.clear();
+      const TranslateStatus status = context.memory.translate(desc.addr, desc.len, context.indirect_scratch);
+      if (status != TranslateStatus::kOk) {
+        return UVHOST_WALK_FAIL(QueueError::kIndirectNotMapped, desc.addr, desc.len, status);
+      }
+      table = context.indirect_scratch.size() == 1 ? context.indirect_scratch[0].data : nullptr;
+      in_indirect = true;
+      table_size = desc.len / static_cast<uint32_t>(kDescriptorSize);
+      walked_in_table = 0;
+      index = 0;
+      continue;
+    }
+
+    if (desc.len == 0) [[unlikely]] {
+      return UVHOST_WALK_FAIL(QueueError::kZeroLengthBuffer, desc.addr, 0, TranslateStatus::kOk);
+    }
+    const bool writable = (desc.flags & kDescFlagWrite) != 0;
+    if (writable) {
+      if (context.direction == ChainDirection::kReadableOnly) [[unlikely]] {
+        return UVHOST_WALK_FAIL(QueueError::kUnexpectedWritable, desc.addr, desc.len, TranslateStatus::kOk);
+      }
+      seen_writable = true;
+    } else {
+      if (context.direction == ChainDirection::kWritableOnly) [[unlikely]] {
+        return UVHOST_WALK_FAIL(QueueError::kUnexpectedReadable, desc.addr, desc.len, TranslateStatus::kOk);
+      }
+      if (seen_writable) [[unlikely]] {
+        return UVHOST_WALK_FAIL(QueueError::kReadableAfterWritable, desc.addr, desc.len, TranslateStatus::kOk);
+      }
+    }
+    total_bytes += desc.len;
+    if (total_bytes > 0xffffffffu) [[unlikely]] {
+      return UVHOST_WALK_FAIL(QueueError::kChainTooLarge, desc.addr, total_bytes, TranslateStatus::kOk);
+    }
+    IoVector& pieces = writable ? chain.writable : chain.readable;
+    const TranslateStatus status = context.memory.translate(desc.addr, desc.len, pieces);
+    if (status != TranslateStatus::kOk) [[unlikely]] {
+      if (status == TranslateStatus::kTooManyPieces) {
+        return UVHOST_WALK_FAIL(QueueError::kChainTooLarge, desc.addr, pieces.max_pieces(), status);
+      }
+      return UVHOST_WALK_FAIL(QueueError::kBufferNotMapped, desc.addr, desc.len, status);
+    }
+
+    if ((desc.flags & kDescFlagNext) == 0) return QueueError::kNone;
+    if (desc.next >= table_size) [[unlikely]] {
+      return UVHOST_WALK_FAIL(QueueError::kNextOutOfRange, desc.next, table_size, TranslateStatus::kOk);
+    }
+    index = desc.next;
+  }
+#undef UVHOST_WALK_FAIL
+}
+
+// The detail part of the log line for `error` found by walk_chain.
+std::string describe(QueueError error, const WalkFailure& failure, const WalkContext& context);
 
 }  // namespace uvhost::virtio::detail

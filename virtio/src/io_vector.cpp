@@ -6,36 +6,29 @@
 
 namespace uvhost::virtio {
 
-size_t copy_from_pieces(std::span<const IoPiece> pieces, size_t offset, std::span<std::byte> dst) noexcept {
-  size_t copied = 0;
-  for (const IoPiece& piece : pieces) {
-    if (copied == dst.size()) break;
-    if (offset >= piece.len) {
-      offset -= piece.len;
-      continue;
-    }
-    const size_t n = std::min(piece.len - offset, dst.size() - copied);
-    std::memcpy(dst.data() + copied, piece.data + offset, n);
-    copied += n;
-    offset = 0;
+IoVector::IoVector(const IoVector& other) : max_pieces_(other.max_pieces_) { *this = other; }
+
+IoVector& IoVector::operator=(const IoVector& other) {
+  if (this == &other) return *this;
+  max_pieces_ = other.max_pieces_;
+  if (capacity_ < other.size_) {
+    data_ = std::make_unique<IoPiece[]>(other.size_);
+    capacity_ = other.size_;
   }
-  return copied;
+  std::copy(other.data_.get(), other.data_.get() + other.size_, data_.get());
+  size_ = other.size_;
+  total_bytes_ = other.total_bytes_;
+  return *this;
 }
 
-size_t copy_to_pieces(std::span<const IoPiece> pieces, size_t offset, std::span<const std::byte> src) noexcept {
-  size_t copied = 0;
-  for (const IoPiece& piece : pieces) {
-    if (copied == src.size()) break;
-    if (offset >= piece.len) {
-      offset -= piece.len;
-      continue;
-    }
-    const size_t n = std::min(piece.len - offset, src.size() - copied);
-    std::memcpy(piece.data + offset, src.data() + copied, n);
-    copied += n;
-    offset = 0;
-  }
-  return copied;
+bool IoVector::grow() {
+  if (capacity_ >= max_pieces_) return false;
+  const size_t capacity = std::min(max_pieces_, std::max<size_t>(4, 2 * capacity_));
+  auto data = std::make_unique<IoPiece[]>(capacity);
+  std::copy(data_.get(), data_.get() + size_, data.get());
+  data_ = std::move(data);
+  capacity_ = capacity;
+  return true;
 }
 
 }  // namespace uvhost::virtio

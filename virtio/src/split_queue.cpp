@@ -2,6 +2,7 @@
 // notification suppression.
 #include "uvhost/virtio/split_queue.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -43,6 +44,7 @@ void DeviceQueue::reset() {
   index_mask_ = 0;
   last_avail_ = avail_shadow_ = used_idx_ = published_used_ = signalled_used_ = 0;
   signalled_valid_ = false;
+  shadow_.reset();
 }
 
 bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory) {
@@ -61,6 +63,7 @@ bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory)
   index_mask_ = static_cast<uint16_t>(config.size - 1);
   rings_generation_ = 0;
   if (!resolve_rings(memory)) return false;
+  shadow_ = std::make_unique<UsedElement[]>(config.size);
   // relaxed: only we write used->idx; this picks up where a previous backend stopped.
   used_idx_ = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_relaxed);
   published_used_ = used_idx_;
@@ -94,14 +97,9 @@ bool DeviceQueue::resolve_rings(const GuestMemoryMap& memory) {
   desc_ = desc;
   avail_ = avail;
   used_ = used;
+  used_elements_aligned8_ = aligned(used + kRingEntriesOffset, 8);
   rings_generation_ = memory.generation();
   return true;
-}
-
-bool DeviceQueue::usable(const GuestMemoryMap& memory) {
-  if (!started_ || is_broken()) return false;
-  if (memory.generation() == rings_generation_) [[likely]] return true;
-  return resolve_rings(memory);
 }
 
 void DeviceQueue::set_last_avail_index(uint16_t index) noexcept {
@@ -132,20 +130,53 @@ uint16_t DeviceQueue::available(const GuestMemoryMap& memory) {
 }
 
 bool DeviceQueue::pop(const GuestMemoryMap& memory, DescriptorChain& chain, ChainDirection direction) {
-  if (!usable(memory)) return false;
-  if (last_avail_ == avail_shadow_ && available(memory) == 0) return false;
-  // relaxed: ordered after the acquire load of avail->idx in available().
-  const uint16_t head = ring_load<uint16_t>(avail_ + avail_entry_offset(last_avail_ & index_mask_),
-                                            std::memory_order_relaxed);
-  std::string detail;
-  const detail::WalkContext context{memory, desc_, config_.size, config_.indirect_desc, direction, indirect_table_};
-  const QueueError error = detail::walk_chain(context, head, chain, detail);
-  if (error != QueueError::kNone) {
-    fail(error, fmt::format("avail entry {}: {}", last_avail_, detail));
-    return false;
+  return pop_burst(memory, std::span<DescriptorChain>(&chain, 1), direction) == 1;
+}
+
+size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
+                              ChainDirection direction) {
+  if (!usable(memory)) [[unlikely]] return 0;
+  uint16_t pending = static_cast<uint16_t>(avail_shadow_ - last_avail_);
+  if (pending < chains.size()) {
+    pending = available(memory);  // the one acquire load of avail->idx for this burst
+    if (pending == 0) return 0;
   }
-  ++last_avail_;
-  return true;
+  const size_t count = std::min<size_t>(pending, chains.size());
+  // Heads first, each one's descriptor prefetched, so the walks below do not wait for
+  // the driver's cache lines one chain at a time.
+  // (Locals: the stores into chains[i] could otherwise alias the members.)
+  const std::byte* const avail = avail_;
+  const std::byte* const desc = desc_;
+  const uint16_t first = last_avail_;
+  const uint16_t mask = index_mask_;
+  const uint32_t size = config_.size;
+  for (size_t i = 0; i < count; ++i) {
+    // relaxed: ordered after the acquire load of avail->idx in available().
+    const uint16_t head = ring_load<uint16_t>(avail + avail_entry_offset(static_cast<uint16_t>(first + i) & mask),
+                                              std::memory_order_relaxed);
+    chains[i].head = head;
+    if (head < size) __builtin_prefetch(desc + size_t{head} * kDescriptorSize);
+  }
+  const detail::WalkContext context{memory, desc_, config_.size, config_.indirect_desc, direction, indirect_table_};
+  GuestMemoryMap::RegionCursor cursor;
+  for (size_t i = 0; i < count; ++i) {
+    DescriptorChain& chain = chains[i];
+    // The common shapes first; anything else (or any doubt) takes the full walk.
+    if (direction == ChainDirection::kReadableOnly) {
+      if (detail::walk_direct_chain<ChainDirection::kReadableOnly>(context, chain.head, chain, cursor)) continue;
+    } else if (direction == ChainDirection::kWritableOnly) {
+      if (detail::walk_direct_chain<ChainDirection::kWritableOnly>(context, chain.head, chain, cursor)) continue;
+    }
+    detail::WalkFailure failure;
+    const QueueError error = detail::walk_chain(context, chain.head, chain, failure);
+    if (error != QueueError::kNone) [[unlikely]] {
+      last_avail_ = static_cast<uint16_t>(last_avail_ + i);
+      fail(error, fmt::format("avail entry {}: {}", last_avail_, detail::describe(error, failure, context)));
+      return i;
+    }
+  }
+  last_avail_ = static_cast<uint16_t>(last_avail_ + count);
+  return count;
 }
 
 void DeviceQueue::unpop(uint16_t count) noexcept {
@@ -153,18 +184,24 @@ void DeviceQueue::unpop(uint16_t count) noexcept {
   last_avail_ = static_cast<uint16_t>(last_avail_ - count);
 }
 
-void DeviceQueue::add_used(const GuestMemoryMap& memory, uint16_t head, uint32_t written_len) {
-  if (!usable(memory)) return;
-  UVHOST_MISUSE_CHECK(head < config_.size, "virtio: add_used() with a head that pop() cannot have returned");
-  std::byte* element = used_ + used_entry_offset(used_idx_ & index_mask_);
-  // relaxed: invisible to the driver until publish_used()'s release store of used->idx.
-  ring_store<uint32_t>(element, head, std::memory_order_relaxed);
-  ring_store<uint32_t>(element + 4, written_len, std::memory_order_relaxed);
-  ++used_idx_;
-}
-
 void DeviceQueue::publish_used(const GuestMemoryMap& memory) {
   if (!usable(memory) || used_idx_ == published_used_) return;
+  // relaxed: invisible to the driver until the release store of used->idx below.
+  if (used_elements_aligned8_) [[likely]] {
+    for (uint16_t i = published_used_; i != used_idx_; ++i) {
+      const uint16_t slot = i & index_mask_;
+      const UsedElement element = shadow_[slot];
+      ring_store<uint64_t>(used_ + used_entry_offset(slot), uint64_t{element.id} | (uint64_t{element.len} << 32),
+                           std::memory_order_relaxed);
+    }
+  } else {
+    for (uint16_t i = published_used_; i != used_idx_; ++i) {
+      const uint16_t slot = i & index_mask_;
+      const UsedElement element = shadow_[slot];
+      ring_store<uint32_t>(used_ + used_entry_offset(slot), element.id, std::memory_order_relaxed);
+      ring_store<uint32_t>(used_ + used_entry_offset(slot) + 4, element.len, std::memory_order_relaxed);
+    }
+  }
   // release: the used elements and the bytes written into the driver's buffers happen
   // before the new index; pairs with the driver's read barrier after it loads used->idx.
   ring_store<uint16_t>(used_ + kRingIdxOffset, used_idx_, std::memory_order_release);
@@ -220,20 +257,23 @@ bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
   return avail_idx != last_avail_;
 }
 
-bool DeviceQueue::enable_guest_kicks_for_more(const GuestMemoryMap& memory) {
+bool DeviceQueue::enable_guest_kicks_for_more(const GuestMemoryMap& memory, uint16_t more) {
   if (!usable(memory)) return false;
+  if (more == 0) more = 1;
   // relaxed: a snapshot to compare against; the fence below orders the re-read.
   const uint16_t seen = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
   if (config_.event_idx) {
-    // "Kick me when you publish the entry after the ones I have seen."
-    ring_store<uint16_t>(used_ + avail_event_offset(config_.size), seen, std::memory_order_relaxed);
+    // "Kick me when you publish the `more`-th entry after the ones I have seen."
+    ring_store<uint16_t>(used_ + avail_event_offset(config_.size), static_cast<uint16_t>(seen + more - 1),
+                         std::memory_order_relaxed);
   } else {
     ring_store<uint16_t>(used_ + kRingFlagsOffset, uint16_t{0}, std::memory_order_relaxed);
   }
   // Full fence: the same store-load pairing as enable_guest_kicks().
   detail::full_barrier();
   // relaxed: only compared here; pop() reloads avail->idx with acquire before use.
-  return ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed) != seen;
+  const uint16_t now = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
+  return static_cast<uint16_t>(now - seen) >= more;
 }
 
 }  // namespace uvhost::virtio

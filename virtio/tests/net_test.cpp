@@ -143,7 +143,7 @@ TEST(NetRx, MergeableSmallPacketUsesOneChain) {
   const RxResult r = writer.deliver(g.q.device, g.mem.map(), NetHeader{}, pattern(64, 1));
   EXPECT_EQ(r.status, RxStatus::kDelivered);
   EXPECT_EQ(r.buffers, 1);
-  const RxResult empty = writer.deliver(g.q.device, g.mem.map(), NetHeader{}, {});
+  const RxResult empty = writer.deliver(g.q.device, g.mem.map(), NetHeader{}, std::span<const std::byte>{});
   EXPECT_EQ(empty.status, RxStatus::kDelivered) << "a zero-length frame still carries its header";
   g.q.device.publish_used(g.mem.map());
   ASSERT_TRUE(g.q.driver.reap().has_value());

@@ -5,10 +5,12 @@
 // Contract
 // --------
 //  - LoopbackBackend(queue_pairs): queue_pairs >= 1 (std::invalid_argument otherwise).
-//  - transmit(pair, header, frame): a new Packet holding a copy of `frame` with bytes
-//    0..5 and 6..11 swapped and `header`'s offload fields (flags, gso_type, hdr_len,
-//    gso_size, csum_start, csum_offset) unchanged, num_buffers 0, handed to
-//    injector()->inject(pair, ...). Returns true when the injector took it.
+//  - transmit_burst(pair, frames): each frame goes back to the guest with bytes 0..5
+//    and 6..11 swapped and its header's offload fields (flags, gso_type, hdr_len,
+//    gso_size, csum_start, csum_offset) unchanged, num_buffers 0, through
+//    injector()->inject_frame(pair, ...): the swapped addresses are read from guest
+//    memory once, the rest is copied once, by the datapath, guest to guest when it
+//    can. A frame counts as taken when the injector took it.
 //    Dropped (false) and counted: no injector attached (no_injector), a frame shorter
 //    than an Ethernet header (too_short, < 14 bytes), longer than kMaxFrameBytes
 //    (too_long), the injector refused it (inject_failed: its queue stopped or full),
@@ -41,7 +43,7 @@ class LoopbackBackend final : public PortBackend {
   std::string_view kind() const noexcept override { return "loopback"; }
   std::string describe() const override;
 
-  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
+  TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
 
   nlohmann::json stats() const override;
 

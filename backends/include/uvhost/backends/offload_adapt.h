@@ -6,27 +6,36 @@
 //  A guest may transmit frames with offloads (a partial checksum: NEEDS_CSUM; a GSO
 //  super-frame: gso_type) when it negotiated the host-side features, but a guest may
 //  be handed such a frame only if it negotiated the matching receive features
-//  (VIRTIO_NET_F_GUEST_*; virtio 1.2, 5.1.6.4). The switch forwards frames between
-//  guests with different features, so before each copy is injected:
+//  (VIRTIO_NET_F_GUEST_*; virtio 1.2, 5.1.6.4). The switch checks each frame with
+//  offloads once against its sender's features (validate_offload, offload_validate.h:
+//  a frame that fails is dropped, never forwarded), then fits each copy:
 //  - gso_acceptable(header, features): false when the header asks for segmentation the
 //    receiver cannot take: TCPv4 without GUEST_TSO4, TCPv6 without GUEST_TSO6, UDP
 //    (UFO) without GUEST_UFO, UDP_L4 (USO) without both GUEST_USO4 and GUEST_USO6 (the
 //    IP version is not looked at), the ECN bit without GUEST_ECN, any of them without
-//    GUEST_CSUM, or an unknown gso_type. Such a frame is dropped (no software
-//    segmentation here). Cheap: decide before copying the frame.
+//    GUEST_CSUM, or an unknown gso_type. Cheap: decide before copying the frame.
+//  - inject_segments(injector, pair, layout, frame, features, ipv6_fragment_id): for
+//    such a receiver, the frame (validated, with this layout) is segmented in software
+//    (gso_segment.h): each segment a Packet of its own, TCP/UDP checksums left partial
+//    (NEEDS_CSUM) when the receiver has GUEST_CSUM and complete otherwise, injected in
+//    order into `pair`. Stops at the first segment the injector refuses; returns how
+//    many it took (layout.segments when all). ipv6_fragment_id is used by UFO over IPv6.
 //  - adapt_checksum(packet, features): for a receiver without GUEST_CSUM, completes a
-//    partial checksum in software (the one's-complement sum from csum_start to the
-//    end, stored at csum_start + csum_offset; 0 is stored as 0xffff, which verifies
-//    the same for TCP and means "checksummed" for UDP) and clears every flag (the spec
-//    lets a device set flags only with GUEST_CSUM). kBadRange (drop the frame) when
-//    the checksum field does not lie inside the frame. Receivers with GUEST_CSUM get
-//    the header as it is.
+//    partial checksum in software (complete_checksum, inet_checksum.h: the
+//    one's-complement sum from csum_start to the end, stored at csum_start +
+//    csum_offset, 0 stored as 0xffff) and clears every flag (the spec lets a device set
+//    flags only with GUEST_CSUM). kBadRange (drop the frame) when the checksum field
+//    does not lie inside the frame. Receivers with GUEST_CSUM get the header as it is.
 //  - Plain functions, no state.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "uvhost/backends/offload_validate.h"
 #include "uvhost/backends/packet.h"
+#include "uvhost/backends/port_backend.h"
 #include "uvhost/virtio/net_header.h"
 
 namespace uvhost::backends {
@@ -34,6 +43,8 @@ namespace uvhost::backends {
 enum class ChecksumAdapt : uint8_t { kAsIs, kCompleted, kBadRange };
 
 bool gso_acceptable(const virtio::NetHeader& header, uint64_t guest_features) noexcept;
+size_t inject_segments(RxInjector& injector, uint32_t pair, const OffloadLayout& layout,
+                       std::span<const std::byte> frame, uint64_t guest_features, uint32_t ipv6_fragment_id);
 ChecksumAdapt adapt_checksum(Packet& packet, uint64_t guest_features) noexcept;
 
 }  // namespace uvhost::backends

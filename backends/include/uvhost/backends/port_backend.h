@@ -3,16 +3,19 @@
 // and a backend (sink, source, loopback, tap, switch).
 //
 // Directions, in virtio-net's terms (the guest's point of view):
-//  - transmit: guest -> backend. The datapath pops a chain from transmit vring 2k+1
-//    (queue pair k), copies the frame out of guest memory and calls
-//    transmit(k, header, frame). The backend consumes it (sends, forwards, counts).
+//  - transmit: guest -> backend. The datapath pops a burst of chains from transmit
+//    vring 2k+1 (queue pair k) and hands them over in one call, in place:
+//    transmit_burst(k, frames), each frame a TxFrame (tx_frame.h) pointing into guest
+//    memory. The backend consumes them (sends, forwards, counts) and copies only what
+//    it must keep or decide on; the datapath completes the chains when it returns.
 //  - receive: backend -> guest, two ways, and a backend may use both:
 //    * push: the backend (or another port's backend, e.g. the switch) hands a Packet to
 //      the port's RxInjector. The datapath queues it for receive vring 2k and wakes the
 //      worker; a packet that finds the queue full or stopped is dropped and counted
 //      (never a wait: a slow guest must not stall the sender);
-//    * pull: while the guest has receive buffers the datapath calls pull(k, packet)
-//      to take what the backend has now (a tap read, a generated frame); rx_fd(k),
+//    * pull: while the guest has receive buffers the datapath calls pull_frame(k, view)
+//      to take what the backend has now (a tap read, a generated frame), as a view of
+//      the backend's own memory, valid until the next pull_frame(k); rx_fd(k),
 //      when not -1, becomes readable (edge-triggered is enough) when pull() may have
 //      something again, and the datapath's worker waits on it. The edge is promised
 //      only after a pull() that returned false: a worker that stopped pulling because
@@ -32,15 +35,15 @@
 //    backend's own transmit()/pull() (other backends, e.g. other switch ports, may be
 //    injecting into this port's injector meanwhile: a backend that hands the injector
 //    to other threads makes detach() wait for them).
-//  - transmit(k, ...) and pull(k, ...) run on the worker thread that owns queue pair k
-//    (its transmit and receive vrings may be on different workers with some
-//    mappings). Calls for different k can run concurrently; calls for the same k and
-//    direction never do. They never block: a backend that cannot take a frame now
-//    drops it and returns false (the datapath counts tx_dropped).
+//  - transmit_burst(k, ...) and pull_frame(k, ...) run on the worker thread that owns
+//    queue pair k (its transmit and receive vrings may be on different workers with
+//    some mappings). Calls for different k can run concurrently; calls for the same k
+//    and direction never do. They never block: a backend that cannot take a frame now
+//    drops it (the datapath counts every frame not taken as a transmit drop).
 //  - offered_features(): the virtio-net features this backend honours, offered to the
 //    guest on top of every port's base set (vhost_user/features.h; only offload bits
-//    count): CSUM and HOST_* when transmit() takes frames whose header asks for a
-//    partial checksum or segmentation (as they are: the backend or what it hands them
+//    count): CSUM and HOST_* when transmit_burst() takes frames whose header asks for
+//    a partial checksum or segmentation (as they are: the backend or what it hands them
 //    to completes them), GUEST_* when the backend may hand the guest such frames (and
 //    then only the kinds the guest negotiated). Fixed for the backend's life; asked
 //    from the control thread when a frontend connects. Default: none.
@@ -61,6 +64,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/backends/packet.h"
+#include "uvhost/backends/tx_frame.h"
 #include "uvhost/virtio/net_header.h"
 
 namespace uvhost::backends {
@@ -73,7 +77,28 @@ class RxInjector {
   // is stopped, disabled, or its frame ring is full), already counted by the datapath.
   // Any thread.
   virtual bool inject(uint32_t pair, PacketPtr packet) noexcept = 0;
+  // The same for a frame still in guest memory, with its first bytes replaced:
+  // `prefix` followed by source's frame bytes from prefix.size() on (prefix may be
+  // empty), with `header`. The way a backend hands a guest's frame on with its
+  // addresses rewritten (loopback's MAC swap) without copying it first: the datapath
+  // copies it once, straight into the receive ring when this thread serves that ring
+  // and nothing is queued ahead of it, else into a Packet that it queues. `source`
+  // only needs to live for the call. This default always makes the Packet.
+  virtual bool inject_frame(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> prefix,
+                            const TxFrame& source) noexcept;
   virtual uint32_t queue_pairs() const noexcept = 0;
+};
+
+// A frame a backend has for the guest, in the backend's own memory.
+struct RxFrameView {
+  virtio::NetHeader header{};
+  std::span<const std::byte> frame;
+};
+
+// What transmit_burst took: frames and their bytes (Ethernet frames, headers excluded).
+struct TxBurstResult {
+  uint32_t frames = 0;
+  uint64_t bytes = 0;
 };
 
 class PortBackend {
@@ -92,20 +117,27 @@ class PortBackend {
   virtual void features_changed(uint64_t features) { (void)features; }
   virtual void mtu_changed(uint32_t mtu) { (void)mtu; }
 
-  // Guest -> backend. true: taken; false: the backend dropped it (the datapath counts
-  // a transmit drop). A frame handed on to an RxInjector is taken even if inject()
-  // refuses it: the datapath counts that as a drop on the receiving queue, and each
-  // lost frame must be counted once.
-  virtual bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) = 0;
+  // Guest -> backend: a burst of frames in guest memory (tx_frame.h), in ring order.
+  // Returns what was taken; every other frame was dropped by the backend (the datapath
+  // counts a transmit drop for each). A frame handed on to an RxInjector is taken even
+  // if inject() refuses it: the datapath counts that as a drop on the receiving queue,
+  // and each lost frame must be counted once.
+  virtual TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) = 0;
 
-  // Backend -> guest, pull side. Fills `packet` (reusing its storage) and returns true
-  // when the backend has a frame for queue pair `pair` now.
-  virtual bool pull(uint32_t pair, Packet& packet) {
+  // One frame from ordinary memory through transmit_burst (tests, tools). true: taken.
+  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame);
+
+  // Backend -> guest, pull side. true when the backend has a frame for queue pair
+  // `pair` now: `view` then shows it in the backend's memory, unchanged until the next
+  // pull_frame(pair) (the datapath may hold it that long while the guest has no room).
+  virtual bool pull_frame(uint32_t pair, RxFrameView& view) {
     (void)pair;
-    (void)packet;
+    (void)view;
     return false;
   }
-  // Readable (edge) when pull(pair) may succeed again; -1: pull() never has anything.
+  // pull_frame() copied into `packet` (its storage reused): tests, tools.
+  bool pull(uint32_t pair, Packet& packet);
+  // Readable (edge) when pull_frame(pair) may succeed again; -1: it never has anything.
   virtual int rx_fd(uint32_t pair) const noexcept {
     (void)pair;
     return -1;

@@ -34,7 +34,7 @@ class SinkBackend final : public PortBackend {
   std::string describe() const override;
   uint64_t offered_features() const noexcept override;
 
-  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
+  TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
 
   nlohmann::json stats() const override;
 

@@ -7,29 +7,31 @@
 //  - SourceBackend(options): options as SourceOptions below; validate() says what is
 //    wrong, and the constructor throws std::invalid_argument with that text (and
 //    std::system_error if a timerfd cannot be created).
-//  - pull(pair, packet): when pair `pair`'s token bucket has a token, fills `packet`
-//    (frame via SourceFrameTemplate::fill, reusing packet.frame's storage; header all
-//    zero) with the next frame of stream `pair` and returns true. Frames of one pair
+//  - pull_frame(pair, view): when pair `pair`'s token bucket has a token, shows the
+//    next frame of stream `pair` (header all zero) and returns true. The frame lives
+//    in the pair's own buffer, stamped in place (SourceFrameTemplate::stamp: only the
+//    sequence and checksum change), so a 64 KiB frame costs no copy here. Frames of one pair
 //    carry sequence numbers 0, 1, 2, ... without gaps (source_frame.h); pairs use UDP
 //    source port udp_src_port + pair, so they are distinct flows.
 //  - Rate: rate_pps is the whole port's rate, split evenly over the pairs (each pair
 //    gets exactly rate_pps / queue_pairs per second on average, fractions included:
 //    integer token arithmetic, no rounding drift). Each pair's bucket holds `burst`
 //    tokens and starts full, so after an idle period up to `burst` frames come back
-//    to back. rate_pps 0: no limit, pull() always has a frame.
+//    to back. rate_pps 0: no limit, pull_frame() always has a frame.
 //  - rx_fd(pair): a per-pair timerfd (CLOCK_MONOTONIC, non-blocking, close-on-exec).
-//    When pull() returns false for lack of tokens it arms the timer (absolute) for
-//    the instant the next token is due; the fd becomes readable then. pull() clears
+//    When pull_frame() returns false for lack of tokens it arms the timer (absolute) for
+//    the instant the next token is due; the fd becomes readable then. pull_frame() clears
 //    it (one read) when it runs after that instant; while the timer is armed and not
-//    due, a throttled pull() makes no system call. With rate_pps 0 the timer fires
-//    once at construction and is never read: the fd stays readable (pull() always has
-//    something, so a datapath only waits on it when pull() returned false: never).
-//  - transmit(): counts frames and bytes per pair and drops (true), as SinkBackend.
-//  - pair >= queue_pairs: pull() false, transmit() false, rx_fd() -1; counted
-//    (bad_pair).
-//  - Threads: pull(k) runs on the thread owning receive queue pair k and touches only
-//    pair k's state and counters; transmit(k) only pair k's transmit counters (one
-//    writer each, pair_counters.h). stats() and the getters from any thread.
+//    due, a throttled pull_frame() makes no system call. With rate_pps 0 the timer fires
+//    once at construction and is never read: the fd stays readable (pull_frame() always has
+//    something, so a datapath only waits on it when pull_frame() returned false: never).
+//  - transmit_burst(): counts frames and bytes per pair and takes them all, as
+//    SinkBackend.
+//  - pair >= queue_pairs: pull_frame() false, transmit_burst() takes nothing, rx_fd()
+//    -1; counted (bad_pair).
+//  - Threads: pull_frame(k) runs on the thread owning receive queue pair k and touches
+//    only pair k's state and counters; transmit_burst(k) only pair k's transmit
+//    counters (one writer each, pair_counters.h). stats() and getters from any thread.
 //  - stats(): {"generated", "generated_bytes", "throttled", "tx_frames", "tx_bytes",
 //    "bad_pair", "rate_pps", "frame_size"}.
 #pragma once
@@ -76,8 +78,8 @@ class SourceBackend final : public PortBackend {
   std::string_view kind() const noexcept override { return "source"; }
   std::string describe() const override;
 
-  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
-  bool pull(uint32_t pair, Packet& packet) override;
+  TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
+  bool pull_frame(uint32_t pair, RxFrameView& view) override;
   int rx_fd(uint32_t pair) const noexcept override;
 
   nlohmann::json stats() const override;
@@ -91,15 +93,17 @@ class SourceBackend final : public PortBackend {
   enum RxCounter : size_t { kGenerated, kGeneratedBytes, kThrottled, kRxCounterCount };
   enum TxCounter : size_t { kTxFrames, kTxBytes, kTxCounterCount };
 
-  // Everything pull(k) touches, on its own cache lines.
+  // Everything pull_frame(k) touches, on its own cache lines.
   struct alignas(64) PairState {
-    explicit PairState(const SourceFrameSpec& spec) : frame(spec) {}
+    explicit PairState(const SourceFrameSpec& spec)
+        : frame(spec), bytes(frame.bytes().begin(), frame.bytes().end()) {}
     SourceFrameTemplate frame;
+    std::vector<std::byte> bytes;  // the frame pull_frame() shows, stamped in place
     uint64_t sequence = 0;
     uint64_t credits = 0;    // in units of 1 / (queue_pairs * 1e9) token
     int64_t last_ns = 0;     // CLOCK_MONOTONIC of the last refill
     int64_t due_ns = 0;      // when the armed timer fires
-    bool armed = false;      // timer armed by a throttled pull(), not yet cleared
+    bool armed = false;      // timer armed by a throttled pull_frame(), not yet cleared
     int timer_fd = -1;
   };
 

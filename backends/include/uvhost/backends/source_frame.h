@@ -61,6 +61,11 @@ class SourceFrameTemplate {
 
   uint32_t frame_size() const noexcept { return static_cast<uint32_t>(bytes_.size()); }
   void fill(uint64_t sequence, std::vector<std::byte>& out) const;
+  // The template's bytes (sequence 0); stamp() turns a copy of them into the frame with
+  // `sequence` by rewriting only the fields that change (sequence, UDP checksum), so a
+  // large frame costs a few stores per frame, not a copy.
+  std::span<const std::byte> bytes() const noexcept { return bytes_; }
+  void stamp(uint64_t sequence, std::span<std::byte> frame) const;
 
  private:
   std::vector<std::byte> bytes_;  // the frame with sequence 0 and UDP checksum 0

@@ -21,7 +21,9 @@
 //    lock; attach()/detach() wait for a grace period, microseconds). Lookups are a
 //    linear scan (a handful of ports).
 //
-//  Forwarding (SwitchBackend::transmit(pair, header, frame), on pair's worker)
+//  Forwarding (SwitchBackend::transmit_burst(pair, frames), on pair's worker; each
+//  frame is copied out of guest memory once, so the decision and every copy see the
+//  same bytes)
 //  - A detached port's frames are dropped (ingress_detached), nothing learned.
 //  - LearningSwitch::forward(frame, this port, steady_clock now, pair's counters)
 //    decides (switch_forwarding.h: learn the source MAC, then unicast / flood / drop
@@ -32,11 +34,19 @@
 //    is a drop, counted (not_attached).
 //  - Flood: a copy to every member but this port (the uplink included). No other
 //    member: counted (no_target).
+//  - A frame with offloads (NEEDS_CSUM or a gso_type) is first checked against the
+//    features its sender negotiated (validate_offload, offload_validate.h; a port's
+//    features are those it last got in features_changed(), the uplink tap may send
+//    every offload): one that fails is dropped before any copy (offload_invalid, and
+//    per reason in the stats). Flags other than NEEDS_CSUM are not forwarded (the
+//    switch validated no checksum).
 //  - Before each copy: offloads fitted to the receiving guest (offload_adapt.h, using
-//    the features its port last got in features_changed(); the uplink tap takes
-//    everything): GSO it cannot take -> that copy dropped (offload_refused); a partial
-//    checksum for a guest without GUEST_CSUM -> completed in software
-//    (checksum_completed; checksum_bad_range and dropped when it cannot be).
+//    its port's features; the uplink tap takes everything): GSO it cannot take -> the
+//    frame is segmented in software and every segment injected (segmented counts the
+//    copies, segments the segments; a segment refused by the receiver ends that copy as
+//    inject_failed); a partial checksum for a guest without GUEST_CSUM -> completed in
+//    software (checksum_completed). UFO over IPv6 takes its fragment ids from a counter
+//    of the hub (random start).
 //  - Per copy: delivered or inject_failed (the receiver's queue stopped or full: a port
 //    whose frontend is not connected ends here). Never waits.
 //  - Returns true when at least one copy was delivered.
@@ -57,9 +67,11 @@
 //    with relaxed load+store; the uplink has its own, written by its thread. Table
 //    counters: MacTable::stats(). All readable from any thread (relaxed).
 //  - SwitchBackend::stats(): {"id", "name", "attached", "forwarding": {reason: n},
-//    "learn": {result: n}, "delivery": {counter: n}, "bad_pair"}.
+//    "learn": {result: n}, "delivery": {counter: n}, "offload_invalid": {reason: n},
+//    "bad_pair"}.
 //  - SwitchHub::stats(): {"ports": [each port's stats()], "uplink": null or {"id",
-//    "name", "forwarding", "learn", "delivery", "queue_full", "tap": TapBackend::stats()},
+//    "name", "forwarding", "learn", "delivery", "offload_invalid", "queue_full", "tap":
+//    TapBackend::stats()},
 //    "table": {"capacity", "entries", "learned", "moved", "refreshed", "refused_full",
 //    "evicted_aged", "flushed", "read_gave_up"}, "member_policy"}.
 #pragma once
@@ -73,6 +85,7 @@
 #include <string_view>
 #include <vector>
 
+#include "uvhost/backends/offload_validate.h"
 #include "uvhost/backends/pair_counters.h"
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/backends/switch_forwarding.h"
@@ -88,16 +101,27 @@ enum Counter : size_t {
   kInjectFailed,       // copies the receiver's injector refused (queue stopped or full)
   kNotAttached,        // unicast to a port that is not in the member set
   kNoTarget,           // flood with no other member
-  kOffloadRefused,     // GSO the receiving guest did not negotiate
+  kSegmented,          // copies segmented in software: GSO the receiving guest did not negotiate
+  kSegments,           // ... the segments they became
   kChecksumCompleted,  // partial checksums completed for a guest without GUEST_CSUM
-  kChecksumBadRange,   // ... that could not be (checksum field outside the frame)
+  kOffloadInvalid,     // frames dropped: offload header refused (validate_offload)
   kIngressDetached,    // frames transmitted by a port that is not attached
   kCount
 };
 std::string_view name(Counter counter) noexcept;
 }  // namespace switch_delivery
 
-using SwitchDeliveryCounters = PairCounters<switch_delivery::kCount>;
+// The delivery counters of one ingress (a port or the uplink), per pair, and its frames
+// dropped by offload validation, per reason.
+struct SwitchDeliveryCounters {
+  explicit SwitchDeliveryCounters(uint32_t pairs) : copies(pairs), offload_invalid(pairs) {}
+  void add(uint32_t pair, size_t which, uint64_t n = 1) noexcept { copies.add(pair, which, n); }
+  uint64_t total(size_t which) const noexcept { return copies.total(which); }
+  uint32_t pairs() const noexcept { return copies.pairs(); }
+
+  PairCounters<switch_delivery::kCount> copies;
+  PairCounters<kOffloadReasonCount> offload_invalid;  // [OffloadReason]
+};
 
 struct SwitchHubOptions {
   MacTableConfig table;                                      // see switch_mac_table.h
@@ -142,10 +166,12 @@ class SwitchHub {
   struct Uplink;
 
   // Copies of one frame to the decision's members; returns how many were delivered.
-  size_t deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair, const virtio::NetHeader& header,
-                 std::span<const std::byte> frame, SwitchDeliveryCounters& counters, uint32_t counter_pair);
+  size_t deliver(const ForwardDecision& decision, PortId ingress, uint64_t sender_features, uint32_t pair,
+                 const virtio::NetHeader& header, std::span<const std::byte> frame, SwitchDeliveryCounters& counters,
+                 uint32_t counter_pair);
   bool deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
-                    std::span<const std::byte> frame, SwitchDeliveryCounters& counters, uint32_t counter_pair);
+                    std::span<const std::byte> frame, const OffloadLayout& layout, SwitchDeliveryCounters& counters,
+                    uint32_t counter_pair);
   void forward_from_uplink(Uplink& uplink, Packet& packet);  // on the uplink thread
 
   void join(Member member);
@@ -154,6 +180,7 @@ class SwitchHub {
 
   LearningSwitch switch_;
   sync::ReadMostly<Members> members_;
+  std::atomic<uint32_t> ipv6_fragment_ids_;  // relaxed fetch_add: ids need only differ
 
   mutable std::mutex mutex_;           // ports_, next_id_, uplink_ (not the data path)
   std::vector<SwitchBackend*> ports_;  // every port made by add_port and not destroyed
@@ -173,7 +200,7 @@ class SwitchBackend final : public PortBackend {
   void attach(RxInjector& injector) override;
   void detach() override;
   void features_changed(uint64_t features) override;
-  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
+  TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
 
   nlohmann::json stats() const override;
 
@@ -183,6 +210,9 @@ class SwitchBackend final : public PortBackend {
   bool attached() const noexcept { return attached_.load(std::memory_order_relaxed); }  // relaxed: a status
   ForwardingStats forwarding() const noexcept;  // summed over the pairs
   uint64_t delivery(switch_delivery::Counter counter) const noexcept { return delivery_.total(counter); }
+  uint64_t offload_invalid(OffloadReason reason) const noexcept {
+    return delivery_.offload_invalid.total(static_cast<size_t>(reason));
+  }
 
  private:
   friend class SwitchHub;
@@ -190,15 +220,20 @@ class SwitchBackend final : public PortBackend {
 
   struct alignas(64) PairForwarding {
     ForwardingCounters counters;
+    std::vector<std::byte> frame;  // the frame being forwarded, out of guest memory
   };
+
+  // One frame (in frame's memory, stable), decided and delivered; true: a copy went out.
+  bool forward_one(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame);
 
   SwitchHub& hub_;
   const PortId id_;
   const std::string name_;
   std::unique_ptr<PairForwarding[]> forwarding_;  // [pair]
   SwitchDeliveryCounters delivery_;
-  // What this port's guest may receive (features_changed; read by other ports'
-  // workers when they deliver to it). relaxed: a value on its own, publishes nothing.
+  // What this port's guest negotiated (features_changed): what it may receive (read by
+  // other ports' workers when they deliver to it) and which offloads it may send (read
+  // by transmit()). relaxed: a value on its own, publishes nothing.
   std::atomic<uint64_t> guest_features_{0};
   // Set by attach()/detach() (control thread, no traffic running), read by transmit().
   std::atomic<bool> attached_{false};

@@ -18,21 +18,24 @@
 //    disappears when the backend is destroyed if the backend created it.
 //
 //  Traffic (pair k uses queue k's fd; pair >= queue_pairs: refused, bad_pair)
-//  - transmit(k, header, frame): writes [header encoded in 12 bytes, num_buffers 0]
-//    [frame] with one writev (no copy). true only when the kernel took it. Every other
+//  - transmit_burst(k, frames): per frame, one writev of [its header read once and
+//    encoded in 12 bytes, num_buffers 0][the frame, straight from guest memory]: no
+//    copy in user space. Taken only when the kernel took it. Every other
 //    outcome is a drop, counted by cause: full (the tap's queue, EAGAIN/ENOBUFS),
 //    bad_frame (the kernel refused the header or size), down (link down), error (other
 //    errno; logged at most once a second), gone (see below).
-//  - pull(k, packet): reads one frame into pair k's scratch buffer (max_read_bytes(),
-//    allocated at open, never cleared), fills packet.header from the tap's header
-//    (num_buffers 0) and packet.frame with exactly the frame (assign: its storage is
-//    reused). A truncated frame (cannot happen with max_read_bytes(); counted if it
-//    does) is skipped and the next one read, so pull() returns false only when the
-//    queue is empty (or on an error), and the edge of rx_fd(k) is never lost.
+//  - pull_frame(k, view): reads one frame into pair k's scratch buffer
+//    (max_read_bytes(), allocated at open, never cleared) and shows it: header from the
+//    tap's (num_buffers 0), frame exactly the frame, in the scratch buffer until the
+//    next pull_frame(k). A truncated frame (cannot happen with max_read_bytes();
+//    counted if it does) is skipped and the next one read, so pull_frame() returns
+//    false only when the queue is empty (or on an error), and the edge of rx_fd(k) is
+//    never lost.
 //  - rx_fd(k): queue k's tap fd (non-blocking): readable when frames are queued.
 //  - The interface deleted under us (ip link del; namespace gone): the first call that
 //    sees kGone logs one error "tap NAME disappeared" and marks the backend gone; from
-//    then on transmit() returns false and pull() false without a system call, counted
+//    then on transmit_burst() takes nothing and pull_frame() returns false without a
+//    system call, counted
 //    (tx gone / rx gone). It stays gone: reopen a new backend to recover.
 //  - offered_features(): CSUM, HOST_TSO4, HOST_TSO6, HOST_ECN, HOST_UFO (a tap with
 //    the vnet header takes such frames from any kernel we run on, and the kernel
@@ -42,13 +45,13 @@
 //    open on queue 0: TapDevice::probe_offloads, guest_features_for).
 //  - features_changed(features): applies the guest's receive offloads to every queue
 //    (TapDevice::set_offloads); a refusal is logged as a warning (the kernel then
-//    segments and checksums in software before we read). Without GUEST_CSUM pull()
-//    clears the header's flags (the tap may mark a frame DATA_VALID, which a device
+//    segments and checksums in software before we read). Without GUEST_CSUM
+//    pull_frame() clears the header's flags (the tap may mark a frame DATA_VALID, which a device
 //    may only tell a guest that negotiated GUEST_CSUM; virtio 1.2, 5.1.6.4.1).
 //  - mtu_changed(mtu): SIOCSIFMTU on the tap (the daemon's namespace must be the
 //    tap's); a refusal is logged and counted (mtu_errors), the tap keeps its MTU.
 //
-//  Threads: transmit(k) and pull(k) may run at once (TapDevice allows one reader and
+//  Threads: transmit_burst(k) and pull_frame(k) may run at once (TapDevice allows one reader and
 //  one writer per queue), different k in parallel. Counters are per pair and per
 //  direction (pair_counters.h: single writer, relaxed). gone is an atomic flag
 //  (relaxed: it only makes later calls skip the system call; it publishes nothing).
@@ -103,8 +106,8 @@ class TapBackend final : public PortBackend {
   uint64_t offered_features() const noexcept override { return offered_features_; }
   void features_changed(uint64_t features) override;
   void mtu_changed(uint32_t mtu) override;
-  bool transmit(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> frame) override;
-  bool pull(uint32_t pair, Packet& packet) override;
+  TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
+  bool pull_frame(uint32_t pair, RxFrameView& view) override;
   int rx_fd(uint32_t pair) const noexcept override;
 
   nlohmann::json stats() const override;
@@ -124,11 +127,16 @@ class TapBackend final : public PortBackend {
   enum TxCounter : size_t { kSent, kSentBytes, kFull, kBadFrame, kDown, kTxError, kTxGone, kTxCounterCount };
   enum RxCounter : size_t { kFrames, kBytes, kTruncated, kRxError, kRxGone, kRxCounterCount };
 
-  // Pair k's scratch: the encoded header for transmit(k), the read buffer for pull(k).
+  // Pair k's scratch: the encoded header and the iovecs for transmit_burst(k), the
+  // read buffer for pull_frame(k).
   struct alignas(64) PairScratch {
     std::array<std::byte, kHeaderSize> tx_header{};
+    std::array<iovec, TapDevice::kMaxPieces> tx_pieces{};
     std::vector<std::byte> rx_buffer;
   };
+
+  // One frame's writev and its counting; true when the kernel took it.
+  bool write_one(uint32_t pair, PairScratch& scratch, const TxFrame& frame);
 
   TapBackend(std::vector<std::unique_ptr<TapDevice>> queues, std::optional<uint32_t> mtu);
 

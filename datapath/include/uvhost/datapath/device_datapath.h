@@ -9,8 +9,12 @@
 //  to (worker_pool.h). What queues the handler: its kick eventfd becoming readable
 //  (the worker sleeps in epoll_wait on them), a frame injected for a receive queue
 //  (RxInjector), the backend's pull fd (a tap), a control change. The handler runs
-//  bursts of up to `burst` packets, publishing the used entries and signalling the
-//  guest (EVENT_IDX / flags honoured, suppressed calls counted) after each burst;
+//  bursts of up to `burst` packets: a transmit burst pops its chains at once
+//  (DeviceQueue::pop_burst) and hands them to the backend in place, in one
+//  transmit_burst() call (no copy here: the backend copies what it keeps); a receive
+//  burst reserves guest buffers `burst` at a time. After each burst the used entries
+//  are published at once and the guest is signalled at most once
+//  (EVENT_IDX / flags honoured, suppressed calls counted);
 //  after `weight_packets` packets or `weight_bytes` bytes in one turn it re-queues
 //  itself and returns, so the other queues of the worker get a turn
 //  (VHOST_NET_PKT_WEIGHT / VHOST_NET_WEIGHT). When its ring runs dry it waits the way
@@ -24,12 +28,18 @@
 //  the device decides what a reader pays (seed 002).
 //
 //  Receive: a frame for the guest comes from the vring's inbound FrameRing (pushed by
-//  inject(): the switch, loopback) or from the backend's pull(). Without guest
+//  inject(): the switch, a tap uplink), from the backend's pull_frame() (a view of the
+//  backend's memory, copied once into the guest), or, when a transmit burst of this
+//  port hands a frame back (inject_frame(): loopback) and this worker serves the
+//  receive ring with nothing queued ahead, straight from the transmitting guest's
+//  buffers into the receiving ones (transmit_scope.h). Without guest
 //  buffers the frame is held, kicks are enabled on the receive ring (with the
 //  re-check) and the handler sleeps until the guest posts some; meanwhile further
 //  injected frames wait in the FrameRing and, when it is full, are dropped and
 //  counted (never a wait: a guest that stops reading cannot stall its senders). Pull
-//  backends keep their frames (a tap's own queue) until then.
+//  backends keep their frames (a tap's own queue) until then. A frame that needs many
+//  buffers asks the guest for one kick once enough of them are posted, not one per
+//  buffer (DeviceQueue::enable_guest_kicks_for_more).
 //
 // Contract
 // --------
@@ -55,6 +65,7 @@
 #include "uvhost/datapath/queue_stats.h"
 #include "uvhost/datapath/worker.h"
 #include "uvhost/vhost_user/datapath_hooks.h"
+#include "uvhost/virtio/net_rx.h"
 
 namespace uvhost::datapath {
 
@@ -96,6 +107,8 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
 
   // RxInjector
   bool inject(uint32_t pair, backends::PacketPtr packet) noexcept override;
+  bool inject_frame(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> prefix,
+                    const backends::TxFrame& source) noexcept override;
   uint32_t queue_pairs() const noexcept override { return options_.queue_pairs; }
 
   // DatapathHooks (control thread)
@@ -111,6 +124,8 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   void mtu_changed(uint16_t mtu) override;  // handed to the backend (a tap applies it)
 
  private:
+  friend class TransmitScope;
+
   // What a burst came to.
   struct Burst {
     size_t entries = 0;  // ring entries consumed (transmit) or frames handled (receive)
@@ -123,15 +138,22 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   void handle(Vring& q);
   Burst transmit_burst(Vring& q);
   Burst receive_burst(Vring& q);
-  bool take_receive_frame(Vring& q, backends::Packet*& packet);
+  bool take_receive_frame(Vring& q, const virtio::NetHeader*& header, std::span<const std::byte>& frame);
   void release_receive_frame(Vring& q);
+  virtio::RxResult write_frame(Vring& q, const virtio::GuestMemoryMap& map, const virtio::NetHeader& header,
+                               const virtio::RxSource& frame);
+  // Ends a receive ring's writing for now: reserved buffers back, used entries
+  // published, the guest signalled if it asks for it.
+  void finish_direct(Vring& q, const virtio::GuestMemoryMap& map);
   bool wait_for_buffers(Vring& q);
   AfterIdle idle(Vring& q);
   AfterIdle sleep(Vring& q, std::chrono::steady_clock::time_point now);
+  // Spins until (this->*ready)(q), or until another item of the worker is pending.
+  AfterIdle spin_always(Vring& q, std::chrono::steady_clock::time_point start, bool (DeviceDatapath::*ready)(Vring&));
+  bool buffers_arrived(Vring& q);
   bool has_work(Vring& q);
   void set_kicks(Vring& q, bool enabled);
   void publish_and_signal(Vring& q, const virtio::GuestMemoryMap& map);
-  void add_used(Vring& q, const virtio::GuestMemoryMap& map, uint16_t head, uint32_t len);
   bool start_on_worker(Vring& q, const vhost_user::QueueStart& start, virtio::GuardedGuestMemory& memory);
   uint16_t stop_on_worker(Vring& q);
   void drop_pending_receive(Vring& q);

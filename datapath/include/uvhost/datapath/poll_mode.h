@@ -6,9 +6,11 @@
 //   busy      keep polling the ring, kicks disabled, for up to busy_us microseconds
 //             before going to sleep as `notify` does (vhost-net's busyloop_timeout,
 //             seed 001).
-//   always    never sleep: poll as long as the queue runs, like a DPDK PMD. The
-//             handler re-queues itself after every empty pass, so other queues on
-//             the same worker still get their turns.
+//   always    never sleep: poll as long as the queue runs, like a DPDK PMD. A
+//             transmit ring spins on its own ring and steps aside (re-queues
+//             itself) as soon as another item of the worker is pending, so other
+//             queues on the same worker still get their turns. A receive ring has
+//             nothing to poll (its frames come as events) and waits for them.
 //   adaptive  `busy` with a timeout that follows the gaps observed between arrivals
 //             on this queue (AdaptivePollTimeout): short gaps -> poll a little longer
 //             than the typical gap; gaps longer than busy_us -> do not poll at all.

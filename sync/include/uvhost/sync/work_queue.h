@@ -190,6 +190,10 @@ class WorkQueue {
   // A hint: it may change right after the call. (The busy-polling datapath asks it
   // to decide whether to stop polling: seed 003's "any work" exit.)
   bool has_pending() noexcept;
+  // Worker thread only (from inside a WorkItem): has_pending(), or items of the batch
+  // being run that come after the current one. A handler that polls without end (a
+  // PMD-style loop) asks this one, or it could starve the rest of its own batch.
+  bool has_other_work() noexcept { return batch_rest_ != nullptr || has_pending(); }
   // True when called on the worker thread (e.g. from inside a WorkItem).
   bool on_worker_thread() const noexcept;
 
@@ -204,11 +208,17 @@ class WorkQueue {
   void push_lockless(WorkItem& item) noexcept;
   void wake_if_parked() noexcept;
   bool drain_once();  // runs one batch from each list; true if anything ran
-  void run_chain(WorkItem* first);
+  // Runs `first` and its successors; `after` is the chain that runs next (for
+  // has_other_work()).
+  void run_chain(WorkItem* first, WorkItem* after);
   void worker_main();
   int64_t read_worker_cpu_ns() const noexcept;
 
   std::atomic<EnqueueStrategy> strategy_;
+
+  // Worker thread only: the items still to run in the current batch after the one
+  // running now (nullptr outside run_chain).
+  WorkItem* batch_rest_ = nullptr;
 
   // (a)/(b): intrusive FIFO list, guarded by fifo_lock_.
   WorkListSpinLock fifo_lock_;

@@ -105,7 +105,7 @@ class GuestMemoryMap {
   // Appends the host pieces of guest physical [addr, addr + len) to `out`. len == 0 is
   // kOk with nothing appended. On failure `out` is left as it was.
   // Inline: this runs once per descriptor; the common case is one region, one piece.
-  TranslateStatus translate(uint64_t guest_addr, uint64_t len, IoVector& out) const {
+  [[gnu::always_inline]] TranslateStatus translate(uint64_t guest_addr, uint64_t len, IoVector& out) const {
     if (len == 0) return TranslateStatus::kOk;
     if (len - 1 > ~uint64_t{0} - guest_addr) return TranslateStatus::kWraps;
     const GuestRange* range = find_guest(guest_addr);
@@ -115,6 +115,29 @@ class GuestMemoryMap {
     return out.push_back(IoPiece{range->host + (guest_addr - range->first), static_cast<size_t>(len)})
                ? TranslateStatus::kOk
                : TranslateStatus::kTooManyPieces;
+  }
+
+  // The region of the last lookup, kept by a caller that translates many nearby
+  // addresses in a row (one burst of chains): most lookups then compare two numbers.
+  // Valid only with the map that filled it (a new map means a new cursor).
+  struct RegionCursor {
+    uint64_t first = 1;  // empty (first > last) until filled
+    uint64_t last = 0;
+    std::byte* host = nullptr;
+  };
+
+  // translate() for the common case only: true and one piece appended when the range
+  // lies inside one region (and `out` has room); false, `out` unchanged, otherwise.
+  [[gnu::always_inline]] bool translate_within_region(uint64_t guest_addr, uint64_t len, IoVector& out,
+                                                      RegionCursor& cursor) const {
+    if (len == 0 || len - 1 > ~uint64_t{0} - guest_addr) return false;
+    const uint64_t last = guest_addr + (len - 1);
+    if (guest_addr < cursor.first || last > cursor.last) [[unlikely]] {
+      const GuestRange* range = find_guest(guest_addr);
+      if (range == nullptr || last > range->last) return false;
+      cursor = RegionCursor{range->first, range->last, range->host};
+    }
+    return out.push_back(IoPiece{cursor.host + (guest_addr - cursor.first), static_cast<size_t>(len)});
   }
 
   // Host pointer for [addr, addr + len) when it lies inside one region, else nullptr.

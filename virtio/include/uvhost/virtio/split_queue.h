@@ -3,10 +3,16 @@
 // Contract
 // --------
 //  What it guarantees
-//  - pop() hands out descriptor chains the driver made available, in ring order, each
-//    fully validated: every descriptor lies inside guest memory, chains end, indirect
-//    tables are well formed, readable parts come before writable parts, the caller's
-//    ChainDirection holds. add_used() + publish_used() return chains to the driver.
+//  - pop() and pop_burst() hand out descriptor chains the driver made available, in
+//    ring order, each fully validated: every descriptor lies inside guest memory,
+//    chains end, indirect tables are well formed, readable parts come before writable
+//    parts, the caller's ChainDirection holds. add_used() + publish_used() return
+//    chains to the driver.
+//  - Bursts: pop_burst() reads avail->idx at most once, loads the burst's heads and
+//    prefetches their descriptors before walking any chain. add_used() only fills a
+//    shadow of the used ring (host memory); publish_used() copies the shadow entries
+//    into the used ring back to back and then stores used->idx once, so the driver's
+//    cache lines are written in one short run per burst, not one entry at a time.
 //  - Any spec violation by the guest (see queue_error.h) is logged once and puts the
 //    queue in the broken state: pop() returns false, add_used/publish/notification
 //    calls do nothing, until reset(). Nothing is read or written outside the mapped
@@ -26,8 +32,8 @@
 //  - avail->idx is loaded with acquire, once per batch: it pairs with the driver's
 //    write barrier / release store after it filled descriptors and ring entries, so
 //    the relaxed loads of those that follow see them.
-//  - used ring elements are stored relaxed; used->idx is stored with release, once per
-//    batch (publish_used): the driver that sees the new index (after its read barrier)
+//  - used ring elements are stored relaxed (from the shadow, in publish_used); used->idx
+//    is stored with release right after them, once per batch: the driver that sees the new index (after its read barrier)
 //    sees the elements and the bytes we wrote into its buffers.
 //  - must_signal_guest() and enable_guest_kicks() each do one full fence
 //    (detail::full_barrier(), a seq_cst fence), because each
@@ -43,8 +49,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 
+#include "uvhost/sync/misuse.h"
 #include "uvhost/virtio/descriptor_chain.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/queue_error.h"
@@ -103,14 +112,32 @@ class DeviceQueue {
   // just became) broken. Reloads avail->idx only when the batch seen last is used up.
   bool pop(const GuestMemoryMap& memory, DescriptorChain& chain, ChainDirection direction = ChainDirection::kAny);
 
+  // Pops up to chains.size() chains into chains[0..n) and returns n. Reloads
+  // avail->idx (once) only when the chains seen last cannot fill the burst. A chain
+  // that breaks the queue ends the burst: the n chains before it are valid and popped,
+  // and is_broken() is true.
+  size_t pop_burst(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
+                   ChainDirection direction = ChainDirection::kAny);
+
   // Gives back the last `count` popped chains that were not added as used (e.g. a
   // receive that found too few buffers); they will be popped again.
   void unpop(uint16_t count) noexcept;
 
-  // Writes one used element (not yet visible to the driver).
-  void add_used(const GuestMemoryMap& memory, uint16_t head, uint32_t written_len);
-  // Makes every added element visible (one release store of used->idx).
+  // Records one used element in the shadow ring (not yet visible to the driver). It
+  // touches no guest memory, so `memory` is not consulted (the map may even be about
+  // to change: publish_used() writes the ring under the map current then).
+  void add_used(const GuestMemoryMap& memory, uint16_t head, uint32_t written_len) {
+    (void)memory;
+    if (!started_ || is_broken()) [[unlikely]] return;
+    UVHOST_MISUSE_CHECK(head < config_.size, "virtio: add_used() with a head that pop() cannot have returned");
+    shadow_[used_idx_ & index_mask_] = UsedElement{head, written_len};
+    ++used_idx_;
+  }
+  // Writes the shadow's elements into the used ring and makes them visible (one
+  // release store of used->idx).
   void publish_used(const GuestMemoryMap& memory);
+  // used->idx as last published (the elements from here to used_index() are pending).
+  uint16_t published_used_index() const noexcept { return published_used_; }
 
   // After publish_used(): must the guest be signalled (call eventfd) now? Honors
   // VIRTQ_AVAIL_F_NO_INTERRUPT, or used_event with VIRTIO_F_EVENT_IDX. false when
@@ -124,13 +151,19 @@ class DeviceQueue {
   void disable_guest_kicks(const GuestMemoryMap& memory);
   [[nodiscard]] bool enable_guest_kicks(const GuestMemoryMap& memory);
   // For a receiver that needs more buffers than are available (a packet that did not
-  // fit): asks for a kick when the driver makes the *next* buffer available (EVENT_IDX:
-  // avail_event = avail->idx as seen now, not last_avail) and re-checks: true if
-  // avail->idx moved meanwhile (more buffers: try again).
-  [[nodiscard]] bool enable_guest_kicks_for_more(const GuestMemoryMap& memory);
+  // fit): asks for a kick once `more` (>= 1) buffers beyond those available now have
+  // been made available (EVENT_IDX: avail_event = avail->idx as seen now + more - 1;
+  // without it every kick is enabled) and re-checks: true if that many arrived
+  // meanwhile (try again). A large frame thus costs one kick, not one per buffer.
+  [[nodiscard]] bool enable_guest_kicks_for_more(const GuestMemoryMap& memory, uint16_t more = 1);
 
  private:
-  bool usable(const GuestMemoryMap& memory);  // started, not broken, rings resolved
+  // Started, not broken, rings resolved for this map.
+  bool usable(const GuestMemoryMap& memory) {
+    if (!started_ || is_broken()) [[unlikely]] return false;
+    if (memory.generation() == rings_generation_) [[likely]] return true;
+    return resolve_rings(memory);
+  }
   bool resolve_rings(const GuestMemoryMap& memory);
   void fail(QueueError error, const std::string& detail);
 
@@ -154,6 +187,8 @@ class DeviceQueue {
   bool signalled_valid_ = false;
 
   IoVector indirect_table_;     // scratch: host pieces of the indirect table being walked
+  std::unique_ptr<UsedElement[]> shadow_;  // used elements by slot, until publish_used()
+  bool used_elements_aligned8_ = false;    // each used element is 8-byte aligned in host memory
 };
 
 }  // namespace uvhost::virtio

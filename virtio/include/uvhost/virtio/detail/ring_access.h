@@ -57,6 +57,14 @@ inline void full_barrier() noexcept {
 // Copies one descriptor out of guest memory with relaxed loads (ordering comes from
 // the acquire load of avail->idx that made its chain visible). Validate the copy;
 // never read the guest's descriptor again.
+// A descriptor in the ring's own table (16-byte aligned: DeviceQueue::start checks it).
+inline Descriptor load_aligned_descriptor(const std::byte* p) noexcept {
+  const uint64_t addr = ring_load<uint64_t>(p, std::memory_order_relaxed);
+  const uint64_t rest = ring_load<uint64_t>(p + 8, std::memory_order_relaxed);
+  return Descriptor{addr, static_cast<uint32_t>(rest), static_cast<uint16_t>(rest >> 32),
+                    static_cast<uint16_t>(rest >> 48)};
+}
+
 inline Descriptor load_descriptor(const std::byte* p) noexcept {
   Descriptor d;
   if ((reinterpret_cast<uintptr_t>(p) & 7u) == 0) {
