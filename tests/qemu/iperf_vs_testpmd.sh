@@ -5,7 +5,7 @@
 #
 #   iperf_vs_testpmd.sh --uvhost PATH [--rounds 4] [--secs 5]
 #                       [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]
-#                       [--qemu-cpus LIST] [--qemu-io-cpu C]
+#                       [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH]
 #
 # Each round boots the guest once per arrangement (the order rotates from round to round,
 # so no arrangement always goes first), and each boot prints the negotiated virtio
@@ -18,6 +18,8 @@
 #             lcores on CPU 0
 #   qemu-tap: QEMU's -netdev tap,ifname=T,script=no,downscript=no,vhost=off (QEMU
 #             started inside the namespace; no /dev/vhost-net here)
+#   uvhost-b: like uvhost with another build (--uvhost-b PATH), to compare two builds
+#             of uvhost in one run (add it to --arrangements)
 # The same guest image, MAC, addresses, virtio-net-pci options (vectors=0) and CPU
 # placement: QEMU (all its threads) on CPU 1, the backend process and iperf3 -s on CPU 0;
 # --qemu-cpus LIST puts QEMU on those CPUs instead (e.g. 0,1: the scheduler decides);
@@ -43,7 +45,7 @@ HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1
+uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b=""
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -53,6 +55,7 @@ while (($#)); do
     --port-extra) port_extra=$2; shift 2 ;;
     --qemu-io-cpu) io_cpu=$2; shift 2 ;;
     --qemu-cpus) qemu_cpus=$2; shift 2 ;;
+    --uvhost-b) uvhost_b=$2; shift 2 ;;
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
@@ -60,6 +63,10 @@ done
   { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 IFS=, read -r -a order <<<"$arrangements"
+if [[ " ${order[*]} " == *" uvhost-b "* && ! -x $uvhost_b ]]; then
+  echo "iperf_vs_testpmd.sh: arrangement uvhost-b needs --uvhost-b PATH (an executable uvhost)" >&2
+  exit 64
+fi
 if [[ " ${order[*]} " == *" testpmd "* ]] && ! command -v "${TESTPMD:-dpdk-testpmd}" >/dev/null; then
   echo "note: ${TESTPMD:-dpdk-testpmd} not found: the testpmd arrangement is left out"
   read -r -a order <<<"$(tr ' ' '\n' <<<"${order[*]}" | grep -vx testpmd | tr '\n' ' ')"
@@ -149,13 +156,17 @@ qlib_wait_marker_fast() {
   return 1
 }
 
+# round_uvhost ROUND [ARRANGEMENT BINARY]: uvhost serve (the --uvhost build, or BINARY).
 round_uvhost() {
-  local r=$1 sock=$dir/uv-$1.sock
+  local r=$1 arrangement=${2:-uvhost} sock=$dir/uv-$1.sock saved=$uvhost
+  [[ -n ${3:-} ]] && uvhost=$3
   tap=uvqu$$
-  ilib_serve_start "uv-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0${port_extra:+,$port_extra}" || return 0
-  qlib_tap_up "$tap" "$host_ip" || return 0
-  measure uvhost "$r" "$SERVE_PID" --sock "$sock" || true
-  ilib_serve_stop "uv-$r"
+  ilib_serve_start "$arrangement-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0${port_extra:+,$port_extra}" ||
+    { uvhost=$saved; return 0; }
+  qlib_tap_up "$tap" "$host_ip" || { uvhost=$saved; return 0; }
+  measure "$arrangement" "$r" "$SERVE_PID" --sock "$sock" || true
+  ilib_serve_stop "$arrangement-$r"
+  uvhost=$saved
 }
 
 round_testpmd() {
@@ -211,8 +222,8 @@ report() {
     END {
       printf "| arrangement | direction | runs | Mbit/s | retransmits | CPU s QEMU | CPU s backend | Mbit per CPU-second |\n"
       printf "|---|---|---|---|---|---|---|---|\n"
-      split("guest-host host-guest", dl, " "); split("uvhost testpmd qemu-tap", al, " ")
-      for (i = 1; i <= 2; i++) for (j = 1; j <= 3; j++) {
+      split("guest-host host-guest", dl, " "); split("uvhost testpmd qemu-tap uvhost-b", al, " ")
+      for (i = 1; i <= 2; i++) for (j = 1; j <= 4; j++) {
         k = al[j] SUBSEP dl[i]
         if (!((k SUBSEP "mbps") in n)) continue
         printf "| %s | %s | %d | %s | %s | %s | %s | %s |\n", al[j], dl[i], n[k SUBSEP "mbps"],
@@ -221,7 +232,7 @@ report() {
       }
       printf "\nuvhost / other, paired by round (geometric mean of the per-round ratios, 95%% CI):\n\n"
       printf "| ratio | direction | rounds | Mbit/s | Mbit per CPU-second |\n|---|---|---|---|---|\n"
-      for (j = 2; j <= 3; j++) for (i = 1; i <= 2; i++) {
+      for (j = 2; j <= 4; j++) for (i = 1; i <= 2; i++) {
         o = al[j]; d = dl[i]; line = ""
         for (f = 1; f <= 2; f++) {
           fig = f == 1 ? "mbps" : "eff"; m = 0; ss = 0; c = 0
@@ -246,6 +257,7 @@ run() {
     for ((i = 0; i < n; i++)); do
       case ${order[(i + r - 1) % n]} in
         uvhost) round_uvhost "$r" ;;
+        uvhost-b) round_uvhost "$r" uvhost-b "$uvhost_b" ;;
         testpmd) round_testpmd "$r" ;;
         qemu-tap) round_qemu_tap "$r" ;;
         *) fail "unknown arrangement ${order[(i + r - 1) % n]}" ;;

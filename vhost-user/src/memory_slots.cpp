@@ -17,7 +17,6 @@ namespace {
 
 bool wraps(uint64_t base, uint64_t size) { return size - 1 > ~uint64_t{0} - base; }
 
-// Inclusive ranges [a, a + a_size - 1] and [b, ...] intersect? Sizes are >= 1, no wrap.
 // The same region (all four numbers) backed by the same file.
 bool same_region(const MemorySlot& a, const MemorySlot& b) {
   const MemoryRegionDesc& x = a.region;
@@ -32,6 +31,7 @@ bool same_region(const MemorySlot& a, const MemorySlot& b) {
          sa.st_ino == sb.st_ino;
 }
 
+// Inclusive ranges [a, a + a_size - 1] and [b, ...] intersect? Sizes are >= 1, no wrap.
 bool overlaps(uint64_t a, uint64_t a_size, uint64_t b, uint64_t b_size) {
   return a <= b + (b_size - 1) && b <= a + (a_size - 1);
 }
