@@ -122,7 +122,7 @@ void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Run the vhost-user backend daemon: one socket per port");
   cmd->add_option("--port", options->ports,
-                  "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME]"
+                  "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME][,mtu=N]"
                   "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread_rwlock]"
                   "[,workers=device|pair|pool][,poll=notify|busy|always|adaptive][,busy_us=N][,exit=accurate|any]"
                   "[,burst=N][,weight=N][,weight_bytes=N] (repeat for more ports)");

@@ -8,7 +8,7 @@
 #  - Installs what is missing (as root, or through sudo; DEBIAN_FRONTEND=noninteractive,
 #    only packages dpkg does not already have): qemu-system-x86 (qemu-system-x86_64),
 #    busybox-static, iperf3 (the guest's copy and the host's server), iputils-ping (the
-#    guest's ping), xz-utils.
+#    guest's ping), ethtool (the guest's: queue counts and offload state), xz-utils.
 #    --no-install: only checks, exit 2 when something is missing.
 #  - The kernel: the version Debian's `linux-image-amd64` depends on (apt-cache depends),
 #    fetched with `apt-get download linux-image-VERSION-amd64` and unpacked with dpkg-deb
@@ -19,8 +19,8 @@
 #    `busybox cpio -o -H newc` (no cpio binary needed): busybox-static and a symlink per
 #    applet, the virtio modules (virtio_ring virtio virtio_pci_modern_dev
 #    virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net; .ko.xz are
-#    unpacked), iperf3 and iputils' ping with every library `ldd` names and the dynamic
-#    loader, and
+#    unpacked), iperf3, iputils' ping and ethtool with every library `ldd` names and
+#    the dynamic loader, and
 #    scripts/guest-init.sh as /init (its contract: what the guest runs and prints).
 #  - Cache: CACHE/KEY/{vmlinux,initramfs.cpio,KEY} with KEY = kernel version + the first
 #    12 hex digits of sha256(this script + guest-init.sh); an unchanged guest is found
@@ -47,7 +47,7 @@ log() { ((quiet)) || echo "build-guest: $*" >&2; }
 die() { echo "build-guest: $*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- host packages
-PACKAGES=(qemu-system-x86 busybox-static iperf3 iputils-ping xz-utils)
+PACKAGES=(qemu-system-x86 busybox-static iperf3 iputils-ping ethtool xz-utils)
 missing=()
 installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
 for pkg in "${PACKAGES[@]}"; do
@@ -63,7 +63,7 @@ if ((${#missing[@]})); then
   "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
   "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
-for tool in qemu-system-x86_64 busybox iperf3 ping xz; do
+for tool in qemu-system-x86_64 busybox iperf3 ping ethtool xz; do
   command -v "$tool" >/dev/null || die "$tool not found after installing ${PACKAGES[*]}"
 done
 
@@ -153,13 +153,14 @@ for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_p
     cp "$f" "$r/lib/modules/$version/$rel"
   fi
 done
-# iperf3 and iputils' ping (as /usr/bin/iputils-ping: busybox's ping miscounts replies
+# iperf3, ethtool and iputils' ping (as /usr/bin/iputils-ping: busybox's ping miscounts replies
 # under TCG, see guest-init.sh), their libraries and the loader, at the paths the
 # binaries ask for.
 mkdir -p "$r/usr/bin"
 cp -L /usr/bin/iperf3 "$r/usr/bin/iperf3"
 cp -L /usr/bin/ping "$r/usr/bin/iputils-ping"
-for lib in $(ldd /usr/bin/iperf3 /usr/bin/ping | grep -o '/[^ ]*' | grep -v ':$' | sort -u); do
+cp -L "$(command -v ethtool)" "$r/usr/sbin/ethtool"
+for lib in $(ldd /usr/bin/iperf3 /usr/bin/ping "$(command -v ethtool)" | grep -o '/[^ ]*' | grep -v ':$' | sort -u); do
   mkdir -p "$r$(dirname "$lib")"
   cp -L "$lib" "$r$lib"
 done

@@ -22,6 +22,7 @@
 #                             so the payload holds ping's timestamp) (default 1500)
 #    uvhost.sessions=N        bench-*: stream: iperf3 -P N; rr: N echo requests in flight
 #                             (ping -l N-1) (default 1)
+#    uvhost.queues=N          mq: queue pairs to use (ethtool -L eth0 combined N) (default 2)
 #  Tests (each prints one result line, see below):
 #    link     eth0 exists, its driver is virtio_net, operstate up and carrier 1 after
 #             `ip link set up`; prints the negotiated feature bits
@@ -31,6 +32,15 @@
 #    iperf    `iperf3 -c PEER -t SECS -f m`: guest -> peer TCP; PASS with a throughput
 #    iperf-r  the same with -R: peer -> guest
 #    idle     nothing (for a guest that only answers, e.g. the second guest on a switch)
+#    offload  eth0's offload state as the driver set it from the negotiated features
+#             (`ethtool -k`): keys tx_csum, rx_csum, tso, gso, gro (on/off); PASS when
+#             ethtool answered
+#    mq       `ethtool -L eth0 combined QUEUES` (PASS needs `ethtool -l` to show it),
+#             then one iperf3 TCP stream per queue pair in parallel, stream i pinned
+#             to vCPU i (-A i, so the driver's XPS sends it on transmit queue i) to
+#             port 5201+i of PEER, SECS s guest -> peer, then the same with -R; keys
+#             combined, tx_mbps, rx_mbps (sums of the receivers' figures), and eth0's
+#             per-queue packet counters after both (`ethtool -S`): tx_q0 rx_q0 tx_q1 ...
 #    bench-tx, bench-rx, bench-rr   `uvhost bench --frontend qemu`'s traffic (secs is the
 #             measured window): bench-tx/-rx run `iperf3 -c PEER -O WARMUP -t SECS -P
 #             SESSIONS -l SIZE` (-R for rx) in the background, sleep WARMUP, print
@@ -86,6 +96,7 @@ hold=$(arg hold 0)
 warmup=$(arg warmup 1)
 size=$(arg size 1500)
 sessions=$(arg sessions 1)
+queues=$(arg queues 2)
 
 # eth0 appears when virtio_net probed the device.
 i=0
@@ -171,6 +182,58 @@ t_iperf() {  # t_iperf NAME [-R]
   result "$name" result="$r" sender_mbps="${snd:-?}" receiver_mbps="${rcv:-?}" retransmits="${retr:-?}" seconds="$secs" peer="$peer"
 }
 
+t_offload() {
+  if ! out=$(ethtool -k eth0 2>&1); then result offload result=FAIL why=ethtool-k-failed; return; fi
+  echo "$out" | grep -E '^(tx-checksumming|rx-checksumming|tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload|udp-fragmentation-offload|large-receive-offload|	tx-tcp-segmentation|	tx-tcp6-segmentation|	tx-tcp-ecn-segmentation|	tx-udp-segmentation|	rx-gro-hw):' |
+    sed 's/^/ethtool-k: /' >/dev/console
+  k() { echo "$out" | sed -n "s/^$1: \([a-z]*\).*/\1/p" | head -n 1; }
+  result offload result=PASS tx_csum="$(k tx-checksumming)" rx_csum="$(k rx-checksumming)" \
+    tso="$(k tcp-segmentation-offload)" gso="$(k generic-segmentation-offload)" gro="$(k generic-receive-offload)"
+}
+
+# The summed receiver Mbit/s of the iperf3 outputs in /tmp/mq-*.out.
+mq_sum() {
+  cat /tmp/mq-*.out | awk '/ receiver$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") s += $(i - 1); n++ }
+    END { if (n > 0) printf "%.0f", s }'
+}
+
+t_mq() {
+  if ! ethtool -L eth0 combined "$queues" 2>/dev/null; then
+    : # already at QUEUES (the driver starts with min(pairs, CPUs)): ethtool -l tells
+  fi
+  combined=$(ethtool -l eth0 2>/dev/null | awk '/^Current hardware settings/ { cur = 1 } cur && /^Combined:/ { print $2; exit }')
+  ethtool -l eth0 2>&1 | sed 's/^/ethtool-l: /' >/dev/console
+  if ! peer_reachable; then result mq result=FAIL why="peer-$peer-never-answered" combined="$combined"; return; fi
+  for way in tx rx; do
+    rm -f /tmp/mq-*.out
+    r=""
+    [ "$way" = rx ] && r=-R
+    q=0
+    while [ $q -lt "$queues" ]; do
+      # shellcheck disable=SC2086  # $r: no option or one
+      iperf3 -c "$peer" -p $((5201 + q)) -A "$q" -t "$secs" -f m $r >/tmp/mq-$q.out 2>&1 &
+      q=$((q + 1))
+    done
+    wait
+    for f in /tmp/mq-*.out; do grep -E ' (sender|receiver)$|error' "$f" | sed "s|^|iperf3 mq $way $(basename "$f" .out): |"; done >/dev/console
+    eval "${way}_mbps=$(mq_sum)"
+  done
+  stats=$(ethtool -S eth0 2>/dev/null)
+  echo "$stats" | grep -E '_queue_[0-9]+_(packets|bytes):' | sed 's/^ */ethtool-S: /' >/dev/console
+  counters=""
+  q=0
+  while [ $q -lt "$queues" ]; do
+    for d in tx rx; do
+      counters="$counters ${d}_q$q=$(echo "$stats" | sed -n "s/^ *${d}_queue_${q}_packets: //p")"
+    done
+    q=$((q + 1))
+  done
+  res=FAIL
+  [ "$combined" = "$queues" ] && [ -n "$tx_mbps" ] && [ -n "$rx_mbps" ] && res=PASS
+  # shellcheck disable=SC2086  # $counters: key=value words
+  result mq result="$res" combined="${combined:-?}" tx_mbps="${tx_mbps:-?}" rx_mbps="${rx_mbps:-?}" $counters
+}
+
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 stat_of() { cat "/sys/class/net/eth0/statistics/$1" 2>/dev/null || echo 0; }
 
@@ -238,6 +301,8 @@ for t in $(echo "$tests" | tr ',' ' '); do
     iperf) t_iperf iperf ;;
     iperf-r) t_iperf iperf-r -R ;;
     idle) result idle result=PASS ;;
+    offload) t_offload ;;
+    mq) t_mq ;;
     bench-tx) t_bench_stream bench-tx tx ;;
     bench-rx) t_bench_stream bench-rx rx ;;
     bench-rr) t_bench_rr ;;

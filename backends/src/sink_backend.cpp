@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "uvhost/backends/net_features.h"
+
 namespace uvhost::backends {
 namespace {
 
@@ -19,6 +21,8 @@ uint32_t checked_pairs(uint32_t queue_pairs) {
 SinkBackend::SinkBackend(uint32_t queue_pairs) : counters_(checked_pairs(queue_pairs)) {}
 
 std::string SinkBackend::describe() const { return fmt::format("sink ({} queue pairs)", counters_.pairs()); }
+
+uint64_t SinkBackend::offered_features() const noexcept { return net_feature::kHostOffloads; }
 
 // Counts without reading: the frames' bytes are never touched.
 TxBurstResult SinkBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {

@@ -71,7 +71,7 @@ nlohmann::json offload_invalid_json(const SwitchDeliveryCounters& counters) {
 }
 
 // What the uplink tap may send: every transmit offload (its frames are still validated).
-constexpr uint64_t kUplinkSenderFeatures = net_feature::kAllTransmitOffloads;
+constexpr uint64_t kUplinkSenderFeatures = net_feature::kHostOffloads;
 
 bool has_offloads(const virtio::NetHeader& header) noexcept {
   return (header.flags & virtio::kNetHdrFlagNeedsCsum) != 0 || header.gso_type != virtio::kNetGsoNone;

@@ -52,10 +52,10 @@ std::unique_ptr<TapBackend> TapBackend::open(const TapBackendOptions& options, s
     }
     queues.push_back(std::move(queue));
   }
-  return std::unique_ptr<TapBackend>(new TapBackend(std::move(queues)));
+  return std::unique_ptr<TapBackend>(new TapBackend(std::move(queues), options.mtu));
 }
 
-TapBackend::TapBackend(std::vector<std::unique_ptr<TapDevice>> queues)
+TapBackend::TapBackend(std::vector<std::unique_ptr<TapDevice>> queues, std::optional<uint32_t> mtu)
     : queues_(std::move(queues)),
       scratch_(std::make_unique<PairScratch[]>(queues_.size())),
       tx_(static_cast<uint32_t>(queues_.size())),
@@ -64,7 +64,13 @@ TapBackend::TapBackend(std::vector<std::unique_ptr<TapDevice>> queues)
     // Allocated (and zeroed) once here; reads reuse it without clearing.
     scratch_[pair].rx_buffer.resize(queues_[pair]->max_read_bytes());
   }
-  spdlog::debug("{}", describe());
+  const unsigned tun_flags = queues_.front()->probe_offloads();
+  using net_feature::mask;
+  offered_features_ = mask(net_feature::kCsum) | mask(net_feature::kHostTso4) | mask(net_feature::kHostTso6) |
+                      mask(net_feature::kHostEcn) | mask(net_feature::kHostUfo) | guest_features_for(tun_flags);
+  if ((tun_flags & tun_offload::kUso4) != 0) offered_features_ |= mask(net_feature::kHostUso);
+  if (mtu) mtu_.store(*mtu, std::memory_order_relaxed);
+  spdlog::debug("{}; offers {}", describe(), fmt::join(net_feature::names(offered_features_), " "));
 }
 
 TapBackend::~TapBackend() = default;
@@ -83,6 +89,7 @@ void TapBackend::mark_gone(std::string_view operation, int error_number) noexcep
 }
 
 void TapBackend::features_changed(uint64_t features) {
+  guest_csum_.store(net_feature::has(features, net_feature::kGuestCsum), std::memory_order_relaxed);
   for (const auto& queue : queues_) {
     std::string error;
     if (!queue->set_offloads(features, error)) {
@@ -91,6 +98,17 @@ void TapBackend::features_changed(uint64_t features) {
       return;
     }
   }
+}
+
+void TapBackend::mtu_changed(uint32_t mtu) {
+  std::string error;
+  if (!queues_.front()->set_mtu(mtu, error)) {
+    mtu_errors_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("tap {}: the guest's MTU {} not applied ({}); the tap keeps its own", name(), mtu, error);
+    return;
+  }
+  mtu_.store(mtu, std::memory_order_relaxed);
+  spdlog::info("tap {}: MTU {} (the guest's, from the frontend)", name(), mtu);
 }
 
 TxBurstResult TapBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
@@ -174,6 +192,7 @@ bool TapBackend::pull_frame(uint32_t pair, RxFrameView& view) {
         }
         view.header = virtio::decode_net_header(std::span<const std::byte>(buffer).first(kHeaderSize), kHeaderSize);
         view.header.num_buffers = 0;  // meaningless from a tap (tap_device.h)
+        view.header.flags = flags_for_guest(view.header.flags, guest_csum_.load(std::memory_order_relaxed));
         const size_t frame_bytes = got.bytes - kHeaderSize;
         view.frame = std::span<const std::byte>(buffer).subspan(kHeaderSize, frame_bytes);
         rx_.add(pair, kFrames);
@@ -211,6 +230,8 @@ nlohmann::json TapBackend::stats() const {
       {"queues", queues_.size()},
       {"gone", gone()},
       {"offload_flags", queues_.front()->offload_flags()},
+      {"mtu", mtu_.load(std::memory_order_relaxed)},              // relaxed: reporting
+      {"mtu_errors", mtu_errors_.load(std::memory_order_relaxed)},
       {"tx",
        {{"sent", tx_sent()},
         {"bytes", tx_.total(kSentBytes)},

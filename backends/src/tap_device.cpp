@@ -104,6 +104,17 @@ std::string attach_error(const std::string& name, int error_number, bool multi_q
   }
 }
 
+bool set_interface_mtu(int control_socket, const std::string& name, uint32_t mtu, std::string& error) {
+  ifreq link{};
+  copy_name(link, name);
+  link.ifr_mtu = static_cast<int>(mtu);
+  if (ioctl_retry(control_socket, SIOCSIFMTU, &link) != 0) {
+    error = fmt::format("setting MTU {} on tap '{}' failed: {}", mtu, name, errno_text(errno));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string_view to_string(WriteStatus status) noexcept {
@@ -247,12 +258,8 @@ std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::strin
   }
   const auto ifindex = static_cast<unsigned>(link.ifr_ifindex);
 
-  if (options.mtu) {
-    copy_name(link, name);
-    link.ifr_mtu = static_cast<int>(*options.mtu);
-    if (ioctl_retry(control.get(), SIOCSIFMTU, &link) != 0) {
-      return fail(fmt::format("setting MTU {} on tap '{}' failed: {}", *options.mtu, name, errno_text(errno)));
-    }
+  if (std::string mtu_error; options.mtu && !set_interface_mtu(control.get(), name, *options.mtu, mtu_error)) {
+    return fail(std::move(mtu_error));
   }
 
   if (options.up) {
@@ -297,6 +304,28 @@ bool TapDevice::set_offloads(uint64_t guest_features, std::string& error) {
   }
   offload_flags_.store(flags, std::memory_order_relaxed);
   return true;
+}
+
+unsigned TapDevice::probe_offloads() noexcept {
+  if (!vnet_hdr()) return 0;
+  using namespace tun_offload;
+  constexpr unsigned kCandidates[] = {kCsum, kCsum | kTso4, kCsum | kTso6, kCsum | kTso4 | kTsoEcn,
+                                      kCsum | kUfo, kCsum | kUso4 | kUso6};
+  unsigned accepted = 0;
+  for (const unsigned flags : kCandidates) {
+    if (ioctl_value(fd_, TUNSETOFFLOAD, flags) == 0) accepted |= flags;
+  }
+  (void)ioctl_value(fd_, TUNSETOFFLOAD, offload_flags());
+  return accepted;
+}
+
+bool TapDevice::set_mtu(uint32_t mtu, std::string& error) {
+  ScopedFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (control.get() < 0) {
+    error = fmt::format("control socket for tap '{}': {}", name_, errno_text(errno));
+    return false;
+  }
+  return set_interface_mtu(control.get(), name_, mtu, error);
 }
 
 WriteResult TapDevice::write_frame(std::span<const iovec> pieces) noexcept {

@@ -66,7 +66,7 @@ struct OffloadFrameSpec {
 };
 
 // A sender that negotiated every transmit offload (CSUM, HOST_TSO4/TSO6/ECN/UFO/USO).
-inline constexpr uint64_t kAllHostOffloads = net_feature::kAllTransmitOffloads;
+inline constexpr uint64_t kAllHostOffloads = net_feature::kHostOffloads;
 
 inline constexpr uint32_t kIpv4Source = 0x0a4d0002;       // 10.77.0.2
 inline constexpr uint32_t kIpv4Destination = 0x0a4d0001;  // 10.77.0.1

@@ -1,6 +1,10 @@
 // sink_backend_test.cpp - SinkBackend counts and drops; PortBackend's defaults.
 #include "uvhost/backends/sink_backend.h"
 
+#include "uvhost/backends/loopback_backend.h"
+#include "uvhost/backends/net_features.h"
+#include "uvhost/backends/source_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +30,28 @@ TEST(SinkBackend, CountsFramesAndBytesAndTakesThem) {
   EXPECT_EQ(stats.at("frames"), 3);
   EXPECT_EQ(stats.at("bytes"), 1674);
   EXPECT_EQ(stats.at("bad_pair"), 0);
+}
+
+TEST(SinkBackend, OffersTheHostOffloadsItCountsAsTheyAre) {
+  SinkBackend sink(1);
+  EXPECT_EQ(sink.offered_features(), net_feature::kHostOffloads);
+  EXPECT_EQ(net_feature::offload_dependency_violation(sink.offered_features()), "");
+  // A 64 KiB super-frame with a partial checksum is one frame of its size.
+  virtio::NetHeader tso;
+  tso.flags = virtio::kNetHdrFlagNeedsCsum;
+  tso.gso_type = virtio::kNetGsoTcpV4;
+  tso.gso_size = 1448;
+  EXPECT_TRUE(sink.transmit(0, tso, bytes(65549)));
+  EXPECT_EQ(sink.frames(), 1u);
+  EXPECT_EQ(sink.bytes(), 65549u);
+}
+
+TEST(PortBackendDefaults, LoopbackAndSourceOfferNoOffloadsYet) {
+  // No software segmentation or checksumming there yet: a guest's offloaded frame could
+  // not be reflected to a guest that lacks the receive side.
+  EXPECT_EQ(LoopbackBackend(1).offered_features(), 0u);
+  SourceOptions options;
+  EXPECT_EQ(SourceBackend(options).offered_features(), 0u);
 }
 
 TEST(SinkBackend, NothingToPullAndNoFd) {

@@ -188,6 +188,8 @@ void DeviceDatapath::features_changed(uint64_t features) {
   backend_.features_changed(features);
 }
 
+void DeviceDatapath::mtu_changed(uint16_t mtu) { backend_.mtu_changed(mtu); }
+
 void DeviceDatapath::log_changed(vhost_user::DirtyLog* log) {
   for_each_on_worker([log](Vring& q) { q.log = log; });
 }

@@ -30,6 +30,7 @@ std::unique_ptr<backends::PortBackend> make_backend(const PortSpec& spec, backen
       backends::TapBackendOptions options;
       options.name = spec.tap_name;
       options.queue_pairs = spec.queue_pairs;
+      options.mtu = spec.mtu;
       auto tap = backends::TapBackend::open(options, error);
       if (!tap) error = fmt::format("{}: {}", spec.name, error);
       return tap;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "uvhost/serve/daemon.h"
+#include "uvhost/vhost_user/features.h"
 
 namespace uvhost::serve {
 
@@ -64,6 +65,14 @@ nlohmann::json queue_json(const datapath::QueueSnapshot& q) {
   return out;
 }
 
+// The port's features by name: what it offers, what the current frontend acked (empty
+// between connections) and the guest's MTU from NET_SET_MTU (0: none).
+nlohmann::json features_json(const Port& port) {
+  return {{"offered", vhost_user::feature_names(port.offered_features())},
+          {"negotiated", vhost_user::feature_names(port.negotiated_features())},
+          {"guest_mtu", port.guest_mtu()}};
+}
+
 }  // namespace
 
 nlohmann::json Daemon::control(const nlohmann::json& request) {
@@ -86,7 +95,8 @@ nlohmann::json Daemon::control_list() const {
                      {"backend", std::string(to_string(spec.backend))},
                      {"queue_pairs", spec.queue_pairs},
                      {"workers", std::string(datapath::to_string(spec.workers))},
-                     {"connected", port->connected()}});
+                     {"connected", port->connected()},
+                     {"features", features_json(*port)}});
   }
   return {{"ok", true}, {"ports", ports}};
 }
@@ -109,6 +119,7 @@ nlohmann::json Daemon::control_stats() const {
                      {"rejected", totals.rejected},
                      {"protocol_errors", totals.protocol_errors},
                      {"memory", std::string(sync::to_string(port->memory_policy()))},
+                     {"features", features_json(*port)},
                      {"backend_stats", port->backend() ? port->backend()->stats() : nlohmann::json::object()},
                      {"queues", queues}});
   }

@@ -18,6 +18,7 @@
 
 #include "uvhost/serve/backend_factory.h"
 #include "uvhost/vhost_user/backend_device.h"
+#include "uvhost/vhost_user/features.h"
 
 namespace uvhost::serve {
 
@@ -102,6 +103,10 @@ bool Port::open(std::string& error) {
     return false;
   }
   return true;
+}
+
+uint64_t Port::offered_features() const noexcept {
+  return vhost_user::offered_net_features(spec_.queue_pairs, backend_ ? backend_->offered_features() : 0);
 }
 
 std::vector<datapath::QueueSnapshot> Port::snapshot() const {
@@ -212,9 +217,12 @@ void Port::serve(Connection connection) {
   const uint64_t number = connections_.fetch_add(1, std::memory_order_relaxed) + 1;
   const PortTotals before = totals();
   spdlog::info("{}: frontend connected (connection {})", spec_.name, number);
-  auto device = std::make_unique<BackendDevice>(
-      std::move(connection), *datapath_,
-      vhost_user::DeviceOptions{spec_.name, spec_.queue_pairs, memory_policy()});
+  vhost_user::DeviceOptions device_options;
+  device_options.name = spec_.name;
+  device_options.queue_pairs = spec_.queue_pairs;
+  device_options.memory_policy = memory_policy();
+  device_options.backend_features = backend_->offered_features();
+  auto device = std::make_unique<BackendDevice>(std::move(connection), *datapath_, device_options);
   connected_.store(true, std::memory_order_relaxed);
 
   // This thread only speaks the protocol; packets move on the workers.
@@ -232,7 +240,12 @@ void Port::serve(Connection connection) {
     if (ready <= 0) continue;
     if (entries[0].revents != 0) break;  // the daemon stops: the device's destructor stops the rings
     if (listener_ && entries[2].revents != 0) reject_extra_frontend();
-    if (entries[1].revents != 0 && device->handle_one() == BackendDevice::Progress::kClosed) break;
+    if (entries[1].revents != 0) {
+      const bool closed = device->handle_one() == BackendDevice::Progress::kClosed;
+      negotiated_.store(device->acked_features(), std::memory_order_relaxed);
+      guest_mtu_.store(device->mtu(), std::memory_order_relaxed);
+      if (closed) break;
+    }
   }
 
   const bool stopping = device->is_open();
@@ -242,6 +255,8 @@ void Port::serve(Connection connection) {
   // was completed and published) and closes every fd the frontend sent.
   device.reset();
   connected_.store(false, std::memory_order_relaxed);
+  negotiated_.store(0, std::memory_order_relaxed);
+  guest_mtu_.store(0, std::memory_order_relaxed);
   const PortTotals after = totals();
   spdlog::info(
       "{}: connection {} ended ({}): tx_packets={} tx_bytes={} tx_dropped={} rx_packets={} rx_bytes={} rx_dropped={}",

@@ -152,6 +152,12 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
     spec.tap_name = std::string(*value);
     return true;
   }
+  if (key == "mtu") {
+    uint32_t mtu = 0;
+    if (!need_value() || !set_bounded<uint32_t>(key, *value, 68, 65535, mtu, error)) return false;
+    spec.mtu = mtu;
+    return true;
+  }
   if (key == "rate") return need_value() && set_bounded<uint64_t>(key, *value, 0, 1'000'000'000'000, spec.source_rate_pps, error);
   if (key == "size") return need_value() && set_bounded<uint32_t>(key, *value, 60, 65535, spec.source_frame_size, error);
   if (key == "workers") return need_value() && set_workers(*value, spec, error);
@@ -162,8 +168,8 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "weight") return need_value() && set_bounded<uint32_t>(key, *value, 1, 65536, spec.weight_packets, error);
   if (key == "weight_bytes") return need_value() && set_bounded<uint64_t>(key, *value, 1, uint64_t{1} << 30, spec.weight_bytes, error);
   error = fmt::format(
-      "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, rate, size, workers, poll, "
-      "busy_us, exit, burst, weight, weight_bytes)",
+      "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, mtu, rate, size, workers, "
+      "poll, busy_us, exit, burst, weight, weight_bytes)",
       key);
   return false;
 }
@@ -173,8 +179,8 @@ bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<
     error = "no socket path (sock=PATH)";
     return false;
   }
-  if (seen.contains("tap") && spec.backend != BackendKind::kTap) {
-    error = "tap= is for backend=tap";
+  if ((seen.contains("tap") || seen.contains("mtu")) && spec.backend != BackendKind::kTap) {
+    error = "tap= and mtu= are for backend=tap";
     return false;
   }
   if ((seen.contains("rate") || seen.contains("size")) && spec.backend != BackendKind::kSource) {
@@ -321,9 +327,10 @@ std::string_view to_string(BackendKind kind) noexcept {
 }
 
 std::string describe(const PortSpec& spec) {
-  return fmt::format("{} ({} {}, {} queue pair{}, {}, memory guard {}, workers {}, poll {}, burst {}, weight {})",
+  return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}, poll {}, burst {}, weight {})",
                      spec.name, spec.client ? "client of" : "listening on", spec.socket_path, spec.queue_pairs,
-                     spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend), sync::to_string(spec.memory_policy),
+                     spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend),
+                     spec.mtu ? fmt::format(" mtu {}", *spec.mtu) : std::string(), sync::to_string(spec.memory_policy),
                      datapath::to_string(spec.workers), datapath::describe(spec.poll), spec.burst,
                      spec.weight_packets);
 }

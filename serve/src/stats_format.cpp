@@ -204,7 +204,19 @@ std::string format_ports_table(const json& list) {
                client ? (*client ? "client" : "server") : kMissing, or_missing(text(port, "backend")),
                count_cell(port, "queue_pairs"), or_missing(text(port, "workers")), yes_no(port, "connected")});
   }
-  return table.str();
+  // What each connected frontend negotiated, by name, under the table (too long for a column).
+  std::string negotiated;
+  for (const auto& port : array_member(list, "ports")) {
+    const json* features = member(port, "features");
+    if (features == nullptr) continue;
+    std::vector<std::string> names;
+    for (const auto& name : array_member(*features, "negotiated")) {
+      if (name.is_string()) names.push_back(name.get<std::string>());
+    }
+    if (names.empty()) continue;
+    negotiated += fmt::format("negotiated by {}: {}\n", or_missing(text(port, "name")), fmt::join(names, " "));
+  }
+  return table.str() + negotiated;
 }
 
 std::string format_stats_table(const json& stats) {

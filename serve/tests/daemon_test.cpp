@@ -10,6 +10,7 @@
 #include "uvhost/serve/daemon.h"
 
 #include "serve_test_support.h"
+#include "uvhost/virtio/net_features.h"
 
 #include <dirent.h>
 #include <sys/socket.h>
@@ -345,6 +346,58 @@ TEST(DaemonTest, ASecondFrontendOnABusyPortIsTurnedAway) {
   EXPECT_EQ(t.protocol_errors, 0u);
   EXPECT_EQ(t.tx_packets, before.size() + after.size());
   EXPECT_EQ(t.tx_bytes, total_bytes(before) + total_bytes(after));
+}
+
+// ------------------------------------------------------------------ features
+
+// The names in reply["ports"][0]["features"][which].
+std::vector<std::string> feature_list(const nlohmann::json& reply, const char* which) {
+  return reply.at("ports").at(0).at("features").at(which).get<std::vector<std::string>>();
+}
+bool has_name(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+TEST(DaemonTest, ListShowsOfferedAndNegotiatedFeaturesByName) {
+  TempDir dir;
+  const std::string path = dir.file("feat.sock");
+  Daemon daemon({port("feat", path, BackendKind::kSink)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  // The sink offers the transmit-side offloads on top of the base set; nothing is
+  // negotiated before a frontend comes.
+  nlohmann::json list = daemon.control({{"cmd", "list"}});
+  const auto offered = feature_list(list, "offered");
+  for (const char* name : {"CSUM", "HOST_TSO4", "HOST_TSO6", "HOST_ECN", "HOST_UFO", "HOST_USO", "VERSION_1",
+                           "MRG_RXBUF", "PROTOCOL_FEATURES"}) {
+    EXPECT_TRUE(has_name(offered, name)) << name;
+  }
+  EXPECT_FALSE(has_name(offered, "GUEST_CSUM"));  // the sink hands the guest nothing
+  EXPECT_TRUE(feature_list(list, "negotiated").empty());
+
+  // A frontend that asks for checksum offload and TSO4 gets them, and list says so.
+  FrontendOptions options;
+  options.features |= virtio::net_feature::mask(virtio::net_feature::kCsum) |
+                      virtio::net_feature::mask(virtio::net_feature::kHostTso4);
+  auto frontend = connect(path, error, options);
+  ASSERT_NE(frontend, nullptr) << error;
+  list = daemon.control({{"cmd", "list"}});
+  const auto negotiated = feature_list(list, "negotiated");
+  EXPECT_TRUE(has_name(negotiated, "CSUM"));
+  EXPECT_TRUE(has_name(negotiated, "HOST_TSO4"));
+  EXPECT_TRUE(has_name(negotiated, "VERSION_1"));
+  EXPECT_FALSE(has_name(negotiated, "HOST_TSO6"));  // not asked for
+  EXPECT_EQ(daemon.control({{"cmd", "stats"}}).at("ports").at(0).at("features").at("negotiated"),
+            list.at("ports").at(0).at("features").at("negotiated"));
+  ASSERT_TRUE(frontend->stop()) << frontend->error();
+  frontend.reset();
+  // Gone with the connection.
+  const auto deadline = Clock::now() + 5s;
+  while (!feature_list(daemon.control({{"cmd", "list"}}), "negotiated").empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(feature_list(daemon.control({{"cmd", "list"}}), "negotiated").empty());
+  (void)stop_and_report(daemon);
 }
 
 // ------------------------------------------------------------------ stopping

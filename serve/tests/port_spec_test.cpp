@@ -455,7 +455,7 @@ TEST(PortSpecTest, DatapathAndBackendKeys) {
 }
 
 TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
-  expect_refused("sock=/a,tap=uv0", "tap= is for backend=tap");
+  expect_refused("sock=/a,tap=uv0", "tap= and mtu= are for backend=tap");
   expect_refused("sock=/a,backend=loopback,rate=5", "rate= and size= are for backend=source");
   expect_refused("sock=/a,backend=source,size=20", "size '20' is not a number in 60..65535");
   expect_refused("sock=/a,workers=many", "workers 'many' unknown");
@@ -465,6 +465,31 @@ TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
   expect_refused("sock=/a,burst=0", "burst '0' is not a number in 1..1024");
   expect_refused("sock=/a,weight=70000", "weight '70000' is not a number in 1..65536");
   expect_refused("sock=/a,weight_bytes=0", "weight_bytes '0' is not a number");
+}
+
+TEST(PortSpecTest, MtuIsATapKeyFrom68To65535) {
+  std::string error;
+  auto spec = parse_port_spec("sock=/a,backend=tap,mtu=9000", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->mtu, std::optional<uint32_t>(9000));
+  EXPECT_NE(describe(*spec).find("tap mtu 9000"), std::string::npos) << describe(*spec);
+  EXPECT_EQ(parse_port_spec("sock=/a,backend=tap,mtu=68", error)->mtu, std::optional<uint32_t>(68));
+  EXPECT_EQ(parse_port_spec("sock=/a,backend=tap,mtu=65535", error)->mtu, std::optional<uint32_t>(65535));
+  EXPECT_FALSE(parse_port_spec("sock=/a,backend=tap", error)->mtu.has_value());  // the tap's own
+  // The JSON config takes it as a number or as text.
+  auto ports = parse_config(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": "tap", "mtu": 1400},
+                                                               {"sock": "/b", "backend": "tap", "mtu": "4000"}]})"),
+                            error);
+  ASSERT_TRUE(ports) << error;
+  EXPECT_EQ((*ports)[0].mtu, std::optional<uint32_t>(1400));
+  EXPECT_EQ((*ports)[1].mtu, std::optional<uint32_t>(4000));
+
+  expect_refused("sock=/a,backend=tap,mtu=67", "mtu '67' is not a number in 68..65535");
+  expect_refused("sock=/a,backend=tap,mtu=65536", "mtu '65536' is not a number in 68..65535");
+  expect_refused("sock=/a,backend=tap,mtu=", "'mtu' needs a value");
+  expect_refused("sock=/a,backend=tap,mtu=1500,mtu=9000", "'mtu' given twice");
+  expect_refused("sock=/a,backend=switch,mtu=9000", "tap= and mtu= are for backend=tap");
+  expect_refused("sock=/a,mtu=1500", "tap= and mtu= are for backend=tap");
 }
 
 }  // namespace

@@ -200,6 +200,21 @@ TEST(PortsTable, OneRowPerPort) {
   EXPECT_EQ(row(table, {"p1"}), (std::vector<std::string>{"p1", "/run/b.sock", "client", "-", "-", "-", "-"}));
 }
 
+TEST(PortsTable, NegotiatedFeaturesByNameUnderTheTable) {
+  const json list = json::parse(R"({"ok": true, "ports": [
+    {"name": "p0", "socket": "/a", "client": false, "backend": "tap", "queue_pairs": 1, "workers": "device",
+     "connected": true, "features": {"offered": ["CSUM", "GUEST_CSUM"], "negotiated": ["CSUM", "HOST_TSO4"]}},
+    {"name": "p1", "socket": "/b", "client": false, "backend": "sink", "queue_pairs": 1, "workers": "device",
+     "connected": false, "features": {"offered": ["CSUM"], "negotiated": []}},
+    {"name": "p2", "socket": "/c", "features": {"negotiated": [7, "odd"]}}]})");
+  const std::string table = format_ports_table(list);
+  SCOPED_TRACE(table);
+  EXPECT_NE(table.find("negotiated by p0: CSUM HOST_TSO4\n"), std::string::npos);
+  EXPECT_EQ(table.find("negotiated by p1"), std::string::npos);  // nothing negotiated: no line
+  EXPECT_NE(table.find("negotiated by p2: odd\n"), std::string::npos);  // non-strings skipped
+  EXPECT_EQ(row(table, {"p0"})[3], "tap");
+}
+
 // ------------------------------------------------------------------ Prometheus
 
 TEST(Prometheus, FamiliesWithHelpTypeAndLabelledSamples) {

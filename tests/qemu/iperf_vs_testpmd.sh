@@ -1,82 +1,177 @@
 #!/usr/bin/env bash
-# iperf_vs_testpmd.sh - iperf3 TCP throughput of the same Linux guest through uvhost's
-# tap backend and through DPDK's vhost PMD forwarding to a DPDK tap, alternated.
+# iperf_vs_testpmd.sh - iperf3 TCP throughput and CPU cost of the same Linux guest through
+# three host sides, alternated in every round: uvhost's tap backend, DPDK's vhost PMD
+# forwarding to a DPDK tap, and QEMU's own virtio-net on a kernel tap (no vhost-user).
 #
-#   iperf_vs_testpmd.sh --uvhost PATH [--rounds 3] [--secs 5]
+#   iperf_vs_testpmd.sh --uvhost PATH [--rounds 4] [--secs 5]
+#                       [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]
+#                       [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH]
 #
-# Each round boots the guest twice (uvhost first, then testpmd), and each boot prints the
-# negotiated virtio features, runs `iperf3 -c 10.0.0.1 -t SECS` (guest -> host), then the
-# same with -R (host -> guest)
-# against an iperf3 -s in a private network namespace, on the tap's address:
-#   uvhost:  uvhost serve --port sock=S,backend=tap,tap=T          (CPU 0)
-#   testpmd: dpdk-testpmd --vdev net_vhost0,iface=S --vdev net_tap0,iface=T
-#            --forward-mode=io, no hugepages (--no-huge -m 512, 16384 mbufs), both
-#            lcores on CPU 0
-# QEMU's vCPU on CPU 1, iperf3 -s on CPU 0, the same guest image, MAC and addresses.
-# The figure is iperf3's receiver-side Mbit/s as the guest reports it. Prints one line
-# per boot and a table (mean, sample standard deviation, min, max per backend and
-# direction). Exit 0 when every boot produced both figures, 1 otherwise, 77 when not
-# root or testpmd is missing.
+# Each round boots the guest once per arrangement (the order rotates from round to round,
+# so no arrangement always goes first), and each boot prints the negotiated virtio
+# features, runs `iperf3 -c 10.0.0.1 -t SECS` (guest -> host), then the same with -R
+# (host -> guest), against an iperf3 -s in a private network namespace on the tap's
+# address:
+#   uvhost:   uvhost serve --port sock=S,backend=tap,tap=T[,KEYS]          (CPU 0)
+#   testpmd:  dpdk-testpmd --vdev net_vhost0,iface=S --vdev net_tap0,iface=T
+#             --forward-mode=io, no hugepages (--no-huge -m 512, 16384 mbufs), both
+#             lcores on CPU 0
+#   qemu-tap: QEMU's -netdev tap,ifname=T,script=no,downscript=no,vhost=off (QEMU
+#             started inside the namespace; no /dev/vhost-net here)
+#   uvhost-b: like uvhost with another build (--uvhost-b PATH), to compare two builds
+#             of uvhost in one run (add it to --arrangements)
+# The same guest image, MAC, addresses, virtio-net-pci options (vectors=0) and CPU
+# placement: QEMU (all its threads) on CPU 1, the backend process and iperf3 -s on CPU 0;
+# --qemu-cpus LIST puts QEMU on those CPUs instead (e.g. 0,1: the scheduler decides);
+# with --qemu-io-cpu C, only QEMU's vCPU thread stays there and its other threads
+# (the main loop: qemu-tap's tap I/O, vhost-user's interrupt injection) run on C.
+#
+# Figures per boot and direction: iperf3's receiver-side Mbit/s as the guest reports
+# it, the sender's retransmits, and the CPU time (utime + stime from /proc/PID/stat) of
+# QEMU and of the backend process (uvhost serve, testpmd; none for qemu-tap, whose tap
+# work the kernel charges to QEMU's threads) over the test's window: from the guest's
+# "UVHOST-BEGIN: name=iperf" line to its iperf result line (the window holds iperf3's
+# connection setup too, the same for every arrangement). Throughput per CPU-second =
+# Mbit moved (receiver Mbit/s x SECS) / CPU seconds of QEMU + backend in the window.
+#
+# Output: one line per boot, then per arrangement and direction the mean with its 95%
+# confidence interval (Student t, n-1 degrees of freedom) of Mbit/s, retransmits,
+# CPU-seconds and Mbit per CPU-second, and the ratios uvhost / qemu-tap and uvhost /
+# testpmd from the rounds' paired ratios (geometric mean, 95% CI of the mean log
+# ratio). Exit 0 when every boot produced both figures, 1 otherwise, 77 when not root
+# (testpmd missing: that arrangement is left out, with a note).
 set -euo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-uvhost="" rounds=3 secs=5
+uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b=""
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --secs) secs=$2; shift 2 ;;
+    --arrangements) arrangements=$2; shift 2 ;;
+    --port-extra) port_extra=$2; shift 2 ;;
+    --qemu-io-cpu) io_cpu=$2; shift 2 ;;
+    --qemu-cpus) qemu_cpus=$2; shift 2 ;;
+    --uvhost-b) uvhost_b=$2; shift 2 ;;
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
-[[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ ]] ||
-  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N]" >&2; exit 64; }
-ilib_require_testpmd
+[[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ ]] ||
+  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
+IFS=, read -r -a order <<<"$arrangements"
+if [[ " ${order[*]} " == *" uvhost-b "* && ! -x $uvhost_b ]]; then
+  echo "iperf_vs_testpmd.sh: arrangement uvhost-b needs --uvhost-b PATH (an executable uvhost)" >&2
+  exit 64
+fi
+if [[ " ${order[*]} " == *" testpmd "* ]] && ! command -v "${TESTPMD:-dpdk-testpmd}" >/dev/null; then
+  echo "note: ${TESTPMD:-dpdk-testpmd} not found: the testpmd arrangement is left out"
+  read -r -a order <<<"$(tr ' ' '\n' <<<"${order[*]}" | grep -vx testpmd | tr '\n' ' ')"
+fi
 ilib_init qemu-iperf
-echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds x (uvhost, testpmd), iperf3 ${secs} s each way"
+CLK_TCK=$(getconf CLK_TCK)
+echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU $qemu_cpus, its other threads on CPU ${io_cpu:-$qemu_cpus}"
 
 host_ip=10.0.0.1 guest_ip=10.0.0.2
-results=$dir/results.txt   # backend direction mbps retransmits
+results=$dir/results.txt   # arrangement round direction mbps retransmits cpu_qemu cpu_backend window_s
 : >"$results"
 
-# One boot of the guest against SOCK with iperf3 -s on the host address: appends its
-# figures to $results.
+# CPU seconds (utime + stime, every thread) of PID; empty when it is gone.
+cpu_s() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  # Fields after the command name (which may hold spaces): 12 and 13 are utime, stime.
+  awk -v t="$CLK_TCK" '{ printf "%.3f", ($12 + $13) / t }' <<<"${stat##*) }"
+}
+now_s() { awk '{ print $1 }' /proc/uptime; }
+
+# One boot of the guest (NAME) with iperf3 -s on the host address: waits for the guest's
+# markers, sampling the CPU time of QEMU and of BACKEND_PID (empty: none) at the edges
+# of each iperf test; appends its figures to $results.
 measure() {
-  local backend=$1 round=$2 sock=$3 name=$1-$2 t
-  qlib_iperf_server "$host_ip" 0 || return 1
-  local iperf_pid=$IPERF_PID
-  qlib_guest_start "$name" --sock "$sock" --cpu 1 -- uvhost.tests=link,iperf,iperf-r uvhost.ip="$guest_ip/24" \
+  local arrangement=$1 round=$2 backend_pid=$3; shift 3
+  local name=$arrangement-$round t
+  # The tap (and its address, which iperf3 -s binds) exists before the guest starts,
+  # except QEMU's own: made by QEMU, configured once it is there (the guest waits for
+  # its peer to answer a ping before iperf3 begins).
+  if [[ $arrangement != qemu-tap ]]; then qlib_iperf_server "$host_ip" 0 || return 1; fi
+  qlib_guest_start "$name" --cpu "$qemu_cpus" ${io_cpu:+--io-cpu "$io_cpu"} "$@" -- uvhost.tests=link,iperf,iperf-r uvhost.ip="$guest_ip/24" \
     uvhost.peer="$host_ip" uvhost.secs="$secs" || return 1
-  qlib_wait_marker "$name" '^UVHOST-DONE' "$QLIB_GUEST_S" || true
+  if [[ $arrangement == qemu-tap ]]; then
+    qlib_tap_up "$tap" "$host_ip" || return 1
+    qlib_iperf_server "$host_ip" 0 || return 1
+  fi
+  local iperf_pid=$IPERF_PID
+  local qemu_pid=${QEMU_PID[$name]} log=$dir/guest-$name.log
+  local -A cpu_q=() cpu_b=() at=()
+  # Edges: b1 = iperf begins, e1 = its result (guest -> host); b2, e2 the same for iperf-r.
+  local edge regex
+  for edge in b1 e1 b2 e2; do
+    case $edge in
+      b1) regex='^UVHOST-BEGIN: name=iperf([^-]|$)' ;;
+      e1) regex='^UVHOST-TEST: name=iperf ' ;;
+      b2) regex='^UVHOST-BEGIN: name=iperf-r' ;;
+      e2) regex='^UVHOST-TEST: name=iperf-r ' ;;
+    esac
+    if ! qlib_wait_marker_fast "$name" "$regex" "$QLIB_GUEST_S"; then
+      fail "$name: no '$regex' line from the guest"
+      break
+    fi
+    cpu_q[$edge]=$(cpu_s "$qemu_pid")
+    cpu_b[$edge]=$([[ -n $backend_pid ]] && cpu_s "$backend_pid" || echo 0)
+    at[$edge]=$(now_s)
+  done
+  qlib_wait_marker "$name" '^UVHOST-DONE' 60 || true
   qlib_guest_wait "$name" 30 || true
   ilib_stop_pid "$iperf_pid" TERM 5 || true
-  local line=""
+  local line="" dirn b e
   for t in iperf iperf-r; do
     qlib_result "$name" "$t" || continue
-    local dirn=guest-host
-    [[ $t == iperf-r ]] && dirn=host-guest
-    echo "$backend $dirn $(field "$RESULT" receiver_mbps) $(field "$RESULT" retransmits)" >>"$results"
-    line+=" $dirn $(field "$RESULT" receiver_mbps) Mbit/s (retr $(field "$RESULT" retransmits));"
+    if [[ $t == iperf ]]; then dirn=guest-host b=b1 e=e1; else dirn=host-guest b=b2 e=e2; fi
+    [[ -n ${cpu_q[$e]:-} ]] || continue
+    local cq cb w
+    cq=$(awk -v a="${cpu_q[$b]}" -v z="${cpu_q[$e]}" 'BEGIN { printf "%.3f", z - a }')
+    cb=$(awk -v a="${cpu_b[$b]}" -v z="${cpu_b[$e]}" 'BEGIN { printf "%.3f", z - a }')
+    w=$(awk -v a="${at[$b]}" -v z="${at[$e]}" 'BEGIN { printf "%.2f", z - a }')
+    echo "$arrangement $round $dirn $(field "$RESULT" receiver_mbps) $(field "$RESULT" retransmits) $cq $cb $w" >>"$results"
+    line+=" $dirn $(field "$RESULT" receiver_mbps) Mbit/s (retr $(field "$RESULT" retransmits); CPU s qemu $cq backend $cb in ${w} s);"
   done
-  echo "round $round $backend:$line"
+  echo "round $round $arrangement:$line"
   if qlib_result "$name" link; then
-    echo "round $round $backend: negotiated $(qlib_feature_names "$(field "$RESULT" features)")"
+    echo "round $round $arrangement: negotiated $(qlib_feature_names "$(field "$RESULT" features)")"
   fi
 }
 
+# qlib_wait_marker, polling every 20 ms (the CPU samples sit close to the edges).
+qlib_wait_marker_fast() {
+  local name=$1 regex=$2 seconds=$3 log=$dir/guest-$1.log i
+  for ((i = 0; i < seconds * 50; i++)); do
+    grep -Eq "$regex" "$log" 2>/dev/null && return 0
+    qlib_guest_alive "$name" || return 1
+    sleep 0.02
+  done
+  return 1
+}
+
+# round_uvhost ROUND [ARRANGEMENT BINARY]: uvhost serve (the --uvhost build, or BINARY).
 round_uvhost() {
-  local r=$1 sock=$dir/uv-$1.sock tap=uvqu$$
-  ilib_serve_start "uv-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0" || return 0
-  qlib_tap_up "$tap" "$host_ip" || return 0
-  measure uvhost "$r" "$sock" || true
-  ilib_serve_stop "uv-$r"
+  local r=$1 arrangement=${2:-uvhost} sock=$dir/uv-$1.sock saved=$uvhost
+  [[ -n ${3:-} ]] && uvhost=$3
+  tap=uvqu$$
+  ilib_serve_start "$arrangement-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0${port_extra:+,$port_extra}" ||
+    { uvhost=$saved; return 0; }
+  qlib_tap_up "$tap" "$host_ip" || { uvhost=$saved; return 0; }
+  measure "$arrangement" "$r" "$SERVE_PID" --sock "$sock" || true
+  ilib_serve_stop "$arrangement-$r"
+  uvhost=$saved
 }
 
 round_testpmd() {
-  local r=$1 sock=$dir/tp-$1.sock tap=uvqt$$ log=$dir/testpmd-$1.log
+  local r=$1 sock=$dir/tp-$1.sock log=$dir/testpmd-$1.log
+  tap=uvqt$$
   "${NS[@]}" timeout -k 5 -s INT $((QLIB_GUEST_S + 60)) "${TESTPMD:-dpdk-testpmd}" --no-huge -m 512 --no-pci \
     --lcores '0@0,1@0' --file-prefix "uvh-iperf-$$-$r" \
     --vdev "net_vhost0,iface=$sock,queues=1" --vdev "net_tap0,iface=$tap" -- \
@@ -89,38 +184,94 @@ round_testpmd() {
     return 0
   fi
   qlib_tap_up "$tap" "$host_ip" || { ilib_stop_pid "$tp" INT 10 || true; return 0; }
-  measure testpmd "$r" "$sock" || true
+  # `timeout` runs testpmd as its child: the CPU is the child's.
+  measure testpmd "$r" "$(pgrep -P "$tp" | head -n 1)" --sock "$sock" || true
   ilib_stop_pid "$tp" INT 15 || true
   rm -rf "/var/run/dpdk/uvh-iperf-$$-$r"
 }
 # shellcheck disable=SC2317  # called through ilib_wait_until
 tp_ready() { grep -q "start packet forwarding" "$1" 2>/dev/null || ! ilib_alive "$2"; }
 
+round_qemu_tap() {
+  local r=$1
+  tap=uvqq$$
+  measure qemu-tap "$r" "" --tap "$tap" || true
+}
+
+# The table: per arrangement and direction, mean and 95% CI of each figure, then the
+# paired ratios of uvhost to the others.
+report() {
+  awk -v secs="$secs" '
+    function tq(df) {  # two-sided 95% Student t quantile
+      split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086", t, " ")
+      return df <= 20 ? t[df] : 1.96 + 2.5 / df
+    }
+    function add(k, x) { n[k]++; s[k] += x; q[k] += x * x }
+    function mean(k) { return s[k] / n[k] }
+    function half(k,  sd) { if (n[k] < 2) return 0; sd = sqrt((q[k] - s[k] * s[k] / n[k]) / (n[k] - 1)); return tq(n[k] - 1) * sd / sqrt(n[k]) }
+    function cell(k, f) { return sprintf(f " ± " f, mean(k), half(k)) }
+    {
+      a = $1; r = $2; d = $3; mb = $4; cpu = $6 + $7
+      key = a SUBSEP d
+      add(key SUBSEP "mbps", mb); add(key SUBSEP "retr", $5); add(key SUBSEP "cpuq", $6); add(key SUBSEP "cpub", $7)
+      if (cpu > 0) add(key SUBSEP "eff", mb * secs / cpu)
+      seen[a] = 1; dirs[d] = 1
+      val[a, r, d, "mbps"] = mb; if (cpu > 0) val[a, r, d, "eff"] = mb * secs / cpu
+      rounds[r] = 1
+    }
+    END {
+      printf "| arrangement | direction | runs | Mbit/s | retransmits | CPU s QEMU | CPU s backend | Mbit per CPU-second |\n"
+      printf "|---|---|---|---|---|---|---|---|\n"
+      split("guest-host host-guest", dl, " "); split("uvhost testpmd qemu-tap uvhost-b", al, " ")
+      for (i = 1; i <= 2; i++) for (j = 1; j <= 4; j++) {
+        k = al[j] SUBSEP dl[i]
+        if (!((k SUBSEP "mbps") in n)) continue
+        printf "| %s | %s | %d | %s | %s | %s | %s | %s |\n", al[j], dl[i], n[k SUBSEP "mbps"],
+          cell(k SUBSEP "mbps", "%.0f"), cell(k SUBSEP "retr", "%.0f"), cell(k SUBSEP "cpuq", "%.2f"),
+          cell(k SUBSEP "cpub", "%.2f"), ((k SUBSEP "eff") in n) ? cell(k SUBSEP "eff", "%.0f") : "-"
+      }
+      printf "\nuvhost / other, paired by round (geometric mean of the per-round ratios, 95%% CI):\n\n"
+      printf "| ratio | direction | rounds | Mbit/s | Mbit per CPU-second |\n|---|---|---|---|---|\n"
+      for (j = 2; j <= 4; j++) for (i = 1; i <= 2; i++) {
+        o = al[j]; d = dl[i]; line = ""
+        for (f = 1; f <= 2; f++) {
+          fig = f == 1 ? "mbps" : "eff"; m = 0; ss = 0; c = 0
+          for (r in rounds) if ((("uvhost", r, d, fig) in val) && ((o, r, d, fig) in val) && val[o, r, d, fig] > 0 && val["uvhost", r, d, fig] > 0) {
+            x = log(val["uvhost", r, d, fig] / val[o, r, d, fig]); m += x; ss += x * x; c++
+          }
+          if (c == 0) { line = line " | -"; continue }
+          mu = m / c; h = c > 1 ? tq(c - 1) * sqrt((ss - m * m / c) / (c - 1)) / sqrt(c) : 0
+          line = line sprintf(" | %.2fx [%.2f, %.2f]", exp(mu), exp(mu - h), exp(mu + h))
+          cnt = c
+        }
+        if (line != " | - | -") printf "| uvhost / %s | %s | %d%s |\n", o, d, cnt, line
+      }
+    }' "$results"
+}
+
 run() {
   qlib_prepare || return 0
   ilib_netns_create qemu || return 0
-  local r
+  local r i n=${#order[@]}
   for ((r = 1; r <= rounds; r++)); do
-    round_uvhost "$r"
-    round_testpmd "$r"
+    for ((i = 0; i < n; i++)); do
+      case ${order[(i + r - 1) % n]} in
+        uvhost) round_uvhost "$r" ;;
+        uvhost-b) round_uvhost "$r" uvhost-b "$uvhost_b" ;;
+        testpmd) round_testpmd "$r" ;;
+        qemu-tap) round_qemu_tap "$r" ;;
+        *) fail "unknown arrangement ${order[(i + r - 1) % n]}" ;;
+      esac
+    done
   done
   echo
-  echo "iperf3 TCP, receiver Mbit/s as the guest reports it ($rounds runs each, alternated; ${secs} s per run)"
-  awk '{ k = $1 " " $2; n[k]++; s[k] += $3; q[k] += $3 * $3; r[k] += $4
-         if (!(k in mn) || $3 < mn[k]) mn[k] = $3; if (!(k in mx) || $3 > mx[k]) mx[k] = $3 }
-       END {
-         printf "| %-8s | %-10s | %4s | %8s | %7s | %8s | %8s | %11s |\n", "backend", "direction", "runs", "mean", "sd", "min", "max", "retransmits"
-         printf "|----------|------------|------|----------|---------|----------|----------|-------------|\n"
-         split("uvhost guest-host,testpmd guest-host,uvhost host-guest,testpmd host-guest", order, ",")
-         for (i = 1; i <= 4; i++) { k = order[i]; if (!(k in n)) continue
-           sd = n[k] > 1 ? sqrt((q[k] - s[k] * s[k] / n[k]) / (n[k] - 1)) : 0
-           split(k, p, " ")
-           printf "| %-8s | %-10s | %4d | %8.1f | %7.1f | %8.1f | %8.1f | %11.1f |\n", p[1], p[2], n[k], s[k] / n[k], sd, mn[k], mx[k], r[k] / n[k] }
-       }' "$results"
+  echo "iperf3 TCP, receiver Mbit/s as the guest reports it; mean ± 95% CI half-width over $rounds rounds (alternated, ${secs} s per run); CPU s: QEMU's and the backend's CPU time in the run's window"
+  echo
+  report
   local got
   got=$(wc -l <"$results")
-  ((got == 4 * rounds)) || fail "$got of $((4 * rounds)) figures measured"
+  ((got == 2 * n * rounds)) || fail "$got of $((2 * n * rounds)) figures measured"
 }
 
 run
-ilib_finish "iperf3 through uvhost and testpmd"
+ilib_finish "iperf3 through ${order[*]}"

@@ -7,7 +7,8 @@
 #   ilib_init TAG
 #   qlib_prepare || exit          # builds or finds the guest (scripts/build-guest.sh),
 #                                 # chooses the accelerator
-#   qlib_guest_start NAME --sock PATH [--server] [--cpu C] [--mac MAC] [--limit S] -- ARGS...
+#   qlib_guest_start NAME --sock PATH [--server] [--cpu C] [--mac MAC] [--limit S]
+#                    [--smp N] [--queues N] [--device-opts O] [--tap IFNAME] [--io-cpu C] -- ARGS...
 #   qlib_wait_marker NAME REGEX SECONDS && echo "$MARKER"
 #   qlib_guest_wait NAME SECONDS  # until the guest powered off (bounded)
 #   qlib_result NAME TEST         # RESULT = its "UVHOST-TEST: name=TEST ..." line; 0 if PASS
@@ -21,8 +22,16 @@
 #    what uvhost and the host kernel count.
 #  - QEMU: `-accel tcg` unless KVM is usable and a guest really boots under it (probed
 #    once per guest build, remembered in the guest's cache folder; UVHOST_QEMU_ACCEL=tcg|kvm
-#    forces one), one vCPU pinned with taskset (CPU 1 by default; uvhost serve runs on
-#    CPU 0), guest memory a shared memfd (vhost-user needs the fd), virtio-net-pci with
+#    forces one), one vCPU (--smp N: N) pinned with taskset (CPU 1 by default, --cpu
+#    takes a taskset list; uvhost serve runs on CPU 0), QEMU's other threads (its main
+#    loop: device emulation, a tap netdev's I/O, vhost-user's call eventfds) there too,
+#    or on --io-cpu C when given (the vCPU threads, "CPU n/TCG", are then moved to
+#    --cpu as soon as QEMU's pid is known); --queues N: the netdev's queues=N
+#    and the device's mq=on (N queue pairs; the guest's driver uses min(N, vCPUs));
+#    --device-opts: more virtio-net-pci properties (e.g. host_mtu=9000); --tap IFNAME:
+#    no vhost-user but QEMU's own virtio-net on a kernel tap it creates itself
+#    (`-netdev tap,ifname=IFNAME,script=no,downscript=no,vhost=off`; QEMU runs in the
+#    namespace NS, if any, so the tap is made there: configure it after the start), guest memory a shared memfd (vhost-user needs the fd), virtio-net-pci with
 #    vectors=0 (QEMU 7.2 + TCG + vhost-user crashes with MSI-X vectors, PEERS.md),
 #    -nodefaults -nographic, the serial console into $dir/guest-NAME.log, -no-reboot
 #    (the guest's poweroff or a panic ends QEMU), and the whole run under `timeout`
@@ -43,6 +52,8 @@ QLIB_ACCEL=""
 GUEST_KERNEL="" GUEST_INITRD="" GUEST_VERSION=""
 declare -A QEMU_PID=()     # guest name -> QEMU's pid
 declare -A QEMU_WRAP=()    # guest name -> the `timeout` wrapping it (our child)
+declare -A QEMU_SMP=()       # guest name -> its vCPU count
+declare -A QEMU_VCPU_CPU=()  # guest name -> the CPUs of its vCPU threads when they differ from QEMU's
 MARKER="" RESULT=""
 
 # ---------------------------------------------------------------- the guest
@@ -82,7 +93,7 @@ qlib_choose_accel() {
 # kernel command line (uvhost.tests=..., uvhost.ip=..., see guest-init.sh). Returns once
 # QEMU wrote its pid file (or failed: then 1).
 qlib_guest_start() {
-  local name=$1 sock="" server=0 cpu=1 mac=52:54:00:12:34:56 limit=$QLIB_GUEST_S; shift
+  local name=$1 sock="" server=0 cpu=1 mac=52:54:00:12:34:56 limit=$QLIB_GUEST_S smp=1 queues=1 devopts="" tapname="" iocpu=""; shift
   while (($#)); do
     case $1 in
       --sock) sock=$2; shift 2 ;;
@@ -90,21 +101,37 @@ qlib_guest_start() {
       --cpu) cpu=$2; shift 2 ;;
       --mac) mac=$2; shift 2 ;;
       --limit) limit=$2; shift 2 ;;
+      --smp) smp=$2; shift 2 ;;
+      --queues) queues=$2; shift 2 ;;
+      --device-opts) devopts=$2; shift 2 ;;
+      --tap) tapname=$2; shift 2 ;;
+      --io-cpu) iocpu=$2; shift 2 ;;
       --) shift; break ;;
       *) fail "qlib_guest_start: unknown option $1"; return 1 ;;
     esac
   done
-  local chardev="socket,id=c0,path=$sock" pidfile=$dir/qemu-$name.pid
+  local chardev="socket,id=c0,path=$sock" pidfile=$dir/qemu-$name.pid netdev=vhost-user,id=n0,chardev=c0
+  local device="virtio-net-pci,netdev=n0,mac=$mac,vectors=0,romfile="
   ((server)) && chardev+=",server=on,wait=on"
+  local -a inns=() chardev_args=(-chardev "$chardev")
+  if [[ -n $tapname ]]; then
+    netdev="tap,id=n0,ifname=$tapname,script=no,downscript=no,vhost=off"
+    inns=("${NS[@]}")
+    chardev_args=()
+  fi
+  ((queues > 1)) && { netdev+=",queues=$queues"; device+=",mq=on"; }
+  [[ -n $devopts ]] && device+=",$devopts"
   rm -f "$pidfile"
   : >"$dir/guest-$name.log"
-  timeout -k 5 "$limit" taskset -c "$cpu" "$QEMU" -name "uvhost-$name" -accel "$QLIB_ACCEL" -machine pc \
-    -m "$QLIB_MEM_MB" -smp 1 \
+  QEMU_VCPU_CPU[$name]=""
+  QEMU_SMP[$name]=$smp
+  [[ -n $iocpu ]] && QEMU_VCPU_CPU[$name]=$cpu
+  "${inns[@]}" timeout -k 5 "$limit" taskset -c "${iocpu:-$cpu}" "$QEMU" -name "uvhost-$name,debug-threads=on" -accel "$QLIB_ACCEL" -machine pc \
+    -m "$QLIB_MEM_MB" -smp "$smp" \
     -object "memory-backend-memfd,id=mem,size=${QLIB_MEM_MB}M,share=on" -numa node,memdev=mem \
     -kernel "$GUEST_KERNEL" -initrd "$GUEST_INITRD" \
     -append "console=ttyS0 loglevel=4 panic=-1 $*" \
-    -chardev "$chardev" -netdev vhost-user,id=n0,chardev=c0 \
-    -device "virtio-net-pci,netdev=n0,mac=$mac,vectors=0,romfile=" \
+    "${chardev_args[@]}" -netdev "$netdev" -device "$device" \
     -nodefaults -nographic -serial "file:$dir/guest-$name.log" -no-reboot -pidfile "$pidfile" \
     </dev/null >"$dir/qemu-$name.out" 2>&1 &
   QEMU_WRAP[$name]=$!
@@ -124,6 +151,28 @@ qlib_guest_pid() {
     return 1
   fi
   QEMU_PID[$name]=$(cat "$pidfile")
+  [[ -n ${QEMU_VCPU_CPU[$name]:-} ]] && qlib_pin_vcpus "$name" "${QEMU_VCPU_CPU[$name]}" "${QEMU_SMP[$name]}"
+  return 0
+}
+
+# Moves NAME's vCPU threads (named "CPU n/TCG" or "CPU n/KVM" with debug-threads=on)
+# to CPUS.
+# QEMU writes its pid file before it creates the vCPU threads: looks for them for up to
+# 20 s (until as many as the guest has, -smp, are there).
+qlib_pin_vcpus() {
+  local name=$1 cpus=$2 want=$3 task moved i
+  for ((i = 0; i < 200; i++)); do
+    moved=0
+    for task in /proc/"${QEMU_PID[$name]}"/task/*; do
+      if grep -Eq '^CPU [0-9]+/(TCG|KVM)$' "$task/comm" 2>/dev/null; then
+        taskset -pc "$cpus" "${task##*/}" >/dev/null && ((moved += 1))
+      fi
+    done
+    ((moved >= want)) && return 0
+    qlib_guest_alive "$name" || break
+    sleep 0.1
+  done
+  fail "guest $name: found $moved of $want vCPU threads to pin to CPU $cpus"
 }
 qlib_pid_ready() { [[ -s $dir/qemu-$1.pid ]] || ! ilib_alive "${QEMU_WRAP[$1]}"; }
 
@@ -197,7 +246,7 @@ qlib_feature_names() {
     [21]=GUEST_ANNOUNCE [22]=MQ [23]=CTRL_MAC_ADDR [24]=NOTIFY_ON_EMPTY [27]=ANY_LAYOUT
     [28]=RING_INDIRECT_DESC [29]=RING_EVENT_IDX [32]=VERSION_1 [33]=ACCESS_PLATFORM
     [34]=RING_PACKED [35]=IN_ORDER [36]=ORDER_PLATFORM [37]=SR_IOV [38]=NOTIFICATION_DATA
-    [63]=SPEED_DUPLEX)
+    [54]=GUEST_USO4 [55]=GUEST_USO6 [56]=HOST_USO [63]=SPEED_DUPLEX)
   for ((i = 0; i < ${#bits}; i++)); do
     [[ ${bits:i:1} == 1 ]] && names+=("${known[$i]:-bit$i}")
   done
@@ -223,6 +272,14 @@ qlib_iperf_server() {
   ILIB_PIDS+=("$IPERF_PID")
   sleep 0.5
   ilib_alive "$IPERF_PID" || { fail "iperf3 -s did not start: $(cat "$dir/iperf3-server.log")"; return 1; }
+}
+
+# qlib_missing_features NAMES WANTED...: the WANTED feature names missing from NAMES (a
+# space-separated list, as qlib_feature_names prints it); empty when none is.
+qlib_missing_features() {
+  local names=" $1 " want missing=(); shift
+  for want in "$@"; do [[ $names == *" $want "* ]] || missing+=("$want"); done
+  echo "${missing[*]}"
 }
 
 # uvhost's `ctl stats --json`, port P: "tx_packets tx_dropped rx_packets rx_dropped"

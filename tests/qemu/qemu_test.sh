@@ -20,6 +20,19 @@
 #                 `client`); then uvhost listens and QEMU connects: link + ping each
 #   restart  6. a guest pinging through a tap port is SIGKILLed; the same uvhost serve
 #                 (same pid, fds back to where they were) serves a new guest: link + ping
+#   offload  8. offloads reach the guest: through a tap port the guest negotiates CSUM,
+#                 GUEST_CSUM, HOST_TSO4/6, GUEST_TSO4/6, HOST_ECN/GUEST_ECN,
+#                 HOST_UFO/GUEST_UFO (every offload the port offers that QEMU knows:
+#                 QEMU 7.2 passes no USO bit), its driver turns TSO and checksum offload
+#                 on (ethtool -k), uvhost applies host_mtu (NET_SET_MTU) to the tap,
+#                 iperf3 both ways with 0 retransmits (host -> guest: or only spurious
+#                 ones, every frame accounted for on the path), and super-frames moved both
+#                 ways: the port's bytes per frame above the MTU's frame (1514) in each
+#                 direction, the tap's kernel rx bytes per packet too
+#   mq       9. two queue pairs with a 2-vCPU guest (-smp 2, queues=2, mq=on,
+#                 vectors=0): `ethtool -L eth0 combined 2`, one iperf3 stream per vCPU
+#                 both ways; each of the four vrings carried traffic, as uvhost's
+#                 per-queue counters (ctl stats) and the guest's (ethtool -S) both say
 #   stats    7. `uvhost ctl stats --json` sampled during the guest's ping + iperf:
 #                 the port's counters grow while it runs; at the end they add up with the
 #                 guest's /sys/class/net/eth0/statistics, the tap backend's counters and
@@ -39,12 +52,12 @@ while (($#)); do
     --count) count=$2; shift 2 ;;
     --interval) interval=$2; shift 2 ;;
     --secs) secs=$2; shift 2 ;;
-    smoke | basic | switch | sockets | restart | stats) case_name=$1; shift ;;
+    smoke | basic | switch | sockets | restart | stats | offload | mq) case_name=$1; shift ;;
     *) echo "qemu_test.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
 [[ -x $uvhost && -n $case_name && $count =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ ]] ||
-  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats [--count N] [--interval S] [--secs N]" >&2; exit 64; }
+  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats|offload|mq [--count N] [--interval S] [--secs N]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 ilib_init "qemu-$case_name"
 echo "# $(date -u +'%F %T') case $case_name; load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -60,6 +73,7 @@ report_tests() {
     echo "[$name] $RESULT"
     case $t in
       link) echo "[$name] features: $(qlib_feature_names "$(field "$RESULT" features)")" ;;
+      offload | mq) grep -E '^(ethtool-[klS]|iperf3 mq): ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
       ping) grep -E '^ping: ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
       iperf | iperf-r)
         local dirn="guest -> host"
@@ -271,6 +285,134 @@ check_stats() {
   echo "books: guest tx $g_tx <= uvhost took $taken (+$((taken - g_tx))); uvhost delivered ${c[2]} >= guest rx $g_rx + dropped $g_rxd (+$((c[2] - g_rx - g_rxd))); tap: sent $sent == kernel rx ${k[0]} + dropped ${k[1]}; read $frames == kernel tx ${k[2]} == delivered ${c[2]} + dropped ${c[3]}$( ((frames - c[2] - c[3])) && echo ' + 1 held')"
 }
 
+# The port's TX (from the guest) and RX (to the guest) packets and bytes summed over
+# its queues: "tx_packets tx_bytes rx_packets rx_bytes".
+port_volume() {
+  jq -r --arg p "$2" '[.ports[] | select(.name == $p) | .queues[]] as $q
+    | [($q | map(select(.direction == "tx") | .packets) | add // 0), ($q | map(select(.direction == "tx") | .bytes) | add // 0),
+       ($q | map(select(.direction == "rx") | .packets) | add // 0), ($q | map(select(.direction == "rx") | .bytes) | add // 0)]
+    | map(tostring) | join(" ")' <<<"$1"
+}
+
+# Offloads end to end (see the header). MTU 1500 on the guest (host_mtu=1500: QEMU
+# offers F_MTU and sends NET_SET_MTU, which uvhost applies to the tap created with
+# mtu=9000: the tap must end at 1500).
+case_offload() {
+  local sock=$dir/vu.sock g=g
+  ilib_netns_create qemu || return 0
+  start_tap_serve serve "$sock" mtu=9000 || return 0
+  qlib_iperf_server "$host_ip" 0 || return 0
+  qlib_guest_start "$g" --sock "$sock" --cpu 1 --device-opts host_mtu=1500 -- uvhost.tests=link,offload,iperf,iperf-r \
+    uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" uvhost.secs="$secs" uvhost.hold=60 || return 0
+  qlib_wait_marker "$g" '^UVHOST-STATS:' "$QLIB_GUEST_S" || { fail "the guest never finished its tests"; return 0; }
+  local list stats
+  list=$(ilib_ctl "$ctl" list --json) || { fail "uvhost ctl list: $list"; return 0; }
+  stats=$(ilib_ctl "$ctl" stats --json) || { fail "uvhost ctl stats: $stats"; return 0; }
+  qlib_guest_stop "$g"
+  report_tests "$g" link,offload,iperf,iperf-r
+  # 1. What was negotiated, as the guest's driver sees it and as uvhost does.
+  local names missing want=(CSUM GUEST_CSUM HOST_TSO4 HOST_TSO6 GUEST_TSO4 GUEST_TSO6 HOST_ECN GUEST_ECN HOST_UFO GUEST_UFO MTU)
+  qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
+  missing=$(qlib_missing_features "${names:-}" "${want[@]}")
+  [[ -z $missing ]] || fail "the guest did not negotiate: $missing (it has: ${names:-?})"
+  local uv_names
+  uv_names=$(jq -r '.ports[] | select(.name == "p0") | .features.negotiated | join(" ")' <<<"$list")
+  echo "uvhost p0 negotiated: $uv_names"
+  echo "uvhost p0 offered:    $(jq -r '.ports[] | select(.name == "p0") | .features.offered | join(" ")' <<<"$list")"
+  missing=$(qlib_missing_features "$uv_names" "${want[@]}")
+  [[ -z $missing ]] || fail "uvhost's p0 shows no $missing negotiated"
+  # 2. The driver turned the offloads on.
+  if qlib_result "$g" offload; then
+    [[ $(field "$RESULT" tso) == on && $(field "$RESULT" tx_csum) == on ]] ||
+      fail "the guest's eth0 has tso=$(field "$RESULT" tso) tx_csum=$(field "$RESULT" tx_csum), both should be on"
+  fi
+  # 3. The guest's MTU reached the tap (NET_SET_MTU), over the port's mtu=9000.
+  local guest_mtu tap_mtu
+  guest_mtu=$(jq -r '.ports[] | select(.name == "p0") | .features.guest_mtu' <<<"$list")
+  tap_mtu=$("${NS[@]}" cat "/sys/class/net/$tap/mtu")
+  echo "MTU: the frontend's NET_SET_MTU $guest_mtu; the tap's $tap_mtu (port mtu=9000 at start)"
+  [[ $guest_mtu == 1500 && $tap_mtu == 1500 ]] || fail "the tap's MTU is $tap_mtu, the guest's $guest_mtu (want 1500 both)"
+  # 4. No retransmits guest -> host (the guest's TCP). Host -> guest the sender is the
+  #    host's TCP, whose count also holds spurious ones (a tail-loss probe or an RTO
+  #    while the TCG vCPU was descheduled): there any retransmit must come with a path
+  #    that lost nothing - the tap's queue and qdisc dropped nothing, uvhost delivered
+  #    every frame it read from the tap and dropped none, the guest dropped none - and
+  #    the host's own counters (nstat) are printed.
+  local t r
+  for t in iperf iperf-r; do
+    qlib_result "$g" "$t" || continue
+    r=$(field "$RESULT" retransmits)
+    [[ $r == 0 ]] && continue
+    if [[ $t == iperf ]]; then fail "$t: $r retransmits (want 0)"; continue; fi
+    local guest_line tap_drop qdisc_drop read_frames
+    guest_line=$(qlib_guest_stats "$g")
+    tap_drop=$("${NS[@]}" ip -s -j link show dev "$tap" | jq '.[0].stats64.tx.dropped')
+    qdisc_drop=$("${NS[@]}" tc -s qdisc show dev "$tap" | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | head -n 1)
+    read_frames=$(jq '.ports[] | select(.name == "p0") | .backend_stats.rx.frames' <<<"$stats")
+    local -a c
+    read -r -a c <<<"$(qlib_port_counts "$stats" p0)"
+    echo "$t: $r retransmits by the host; the path: tap queue dropped $tap_drop, qdisc $qdisc_drop, uvhost read $read_frames delivered ${c[2]} dropped ${c[3]}, guest rx_packets $(field "$guest_line" rx_packets) rx_dropped $(field "$guest_line" rx_dropped)"
+    echo "host TCP: $("${NS[@]}" nstat -az TcpRetransSegs TcpExtTCPLossProbes TcpExtTCPSpuriousRTOs TcpExtTCPDSACKRecv TcpExtTCPTimeouts 2>/dev/null | awk 'NR > 1 { printf "%s=%s ", $1, $2 }')"
+    if [[ $tap_drop == 0 && ${qdisc_drop:-0} == 0 && ${c[3]} == 0 && $read_frames == "${c[2]}" &&
+      $(field "$guest_line" rx_dropped) == 0 && $(field "$guest_line" rx_packets) == "${c[2]}" ]]; then
+      echo "$t: no frame was lost on the way to the guest: the $r retransmits were spurious"
+    else
+      fail "$t: $r retransmits and the path lost frames (see above)"
+    fi
+  done
+  # 5. Super-frames both ways: bytes per frame through the port, and into the tap's kernel.
+  local -a v k
+  read -r -a v <<<"$(port_volume "$stats" p0)"
+  read -r -a k <<<"$("${NS[@]}" ip -s -j link show dev "$tap" | jq -r '.[0].stats64 | "\(.rx.packets) \(.rx.bytes) \(.tx.dropped)"')"
+  # Where a host -> guest segment could be lost before uvhost: the tap's queue and its qdisc.
+  echo "tap kernel: tx_dropped=${k[2]} (host -> uvhost frames the tap's queue dropped); qdisc: $("${NS[@]}" tc -s qdisc show dev "$tap" | tr '\n' ' ' | tr -s ' ')"
+  echo "tap backend: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx, rx, offload_flags, mtu}' <<<"$stats")"
+  local tx_avg=$((v[1] / (v[0] > 0 ? v[0] : 1))) rx_avg=$((v[3] / (v[2] > 0 ? v[2] : 1))) k_avg=$((k[1] / (k[0] > 0 ? k[0] : 1)))
+  echo "bytes per frame: guest -> uvhost $tx_avg (${v[0]} frames), uvhost -> guest $rx_avg (${v[2]} frames), into the tap's kernel $k_avg (${k[0]} packets)"
+  ((tx_avg > 1514)) || fail "the guest sent no super-frames: $tx_avg bytes per frame"
+  ((rx_avg > 1514)) || fail "the guest received no super-frames: $rx_avg bytes per frame"
+  ((k_avg > 1514)) || fail "the tap's kernel took no super-frames: $k_avg bytes per packet"
+  ilib_serve_stop serve
+}
+
+# Two queue pairs with a 2-vCPU guest (see the header).
+case_mq() {
+  local sock=$dir/vu.sock g=g q
+  ilib_netns_create qemu || return 0
+  start_tap_serve serve "$sock" queues=2,workers=pair || return 0
+  for q in 0 1; do
+    "${NS[@]}" taskset -c 0 iperf3 -s -B "$host_ip" -p $((5201 + q)) >"$dir/iperf3-server-$q.log" 2>&1 &
+    ILIB_PIDS+=("$!")
+  done
+  sleep 0.5
+  qlib_guest_start "$g" --sock "$sock" --cpu 0,1 --smp 2 --queues 2 -- uvhost.tests=link,mq uvhost.queues=2 \
+    uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" uvhost.secs="$secs" uvhost.hold=60 || return 0
+  qlib_wait_marker "$g" '^UVHOST-STATS:' "$QLIB_GUEST_S" || { fail "the guest never finished its tests"; return 0; }
+  local stats
+  stats=$(ilib_ctl "$ctl" stats --json) || { fail "uvhost ctl stats: $stats"; return 0; }
+  qlib_guest_stop "$g"
+  report_tests "$g" link,mq
+  local names
+  qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
+  [[ -z $(qlib_missing_features "${names:-}" MQ) ]] || fail "the guest did not negotiate MQ"
+  # Each vring, as uvhost counts it (index 2k: RX of pair k, 2k+1: TX) and as the guest does.
+  local index packets least=100
+  for index in 0 1 2 3; do
+    packets=$(jq --argjson i "$index" '.ports[] | select(.name == "p0") | .queues[] | select(.index == $i) | .packets' <<<"$stats")
+    echo "uvhost p0 vring $index ($( ((index % 2)) && echo tx || echo rx) of pair $((index / 2))): $packets packets"
+    ((${packets:-0} >= least)) || fail "vring $index carried ${packets:-0} packets (want >= $least)"
+  done
+  if qlib_result "$g" mq; then
+    echo "guest: combined $(field "$RESULT" combined); $(field "$RESULT" tx_mbps) Mbit/s out, $(field "$RESULT" rx_mbps) in"
+    local n
+    for q in tx_q0 rx_q0 tx_q1 rx_q1; do
+      n=$(field "$RESULT" "$q")
+      ((${n:-0} >= least)) || fail "the guest's $q counted ${n:-nothing} packets (want >= $least)"
+    done
+  fi
+  ilib_serve_stop serve
+}
+
 run() {
   qlib_prepare || return 0
   case $case_name in
@@ -280,6 +422,8 @@ run() {
     sockets) case_sockets ;;
     restart) case_restart ;;
     stats) case_stats ;;
+    offload) case_offload ;;
+    mq) case_mq ;;
   esac
 }
 

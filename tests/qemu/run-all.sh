@@ -4,7 +4,7 @@
 #   tests/qemu/run-all.sh [--uvhost PATH] [CASE...]
 #
 # PATH defaults to build/release/cli/uvhost; CASE defaults to all of: basic switch
-# sockets restart stats (qemu_test.sh's cases 1-7). Each case's output is printed as it
+# sockets restart stats offload mq (qemu_test.sh's cases 1-9). Each case's output is printed as it
 # runs; at the end one line per case (PASS / FAIL / SKIP and seconds). Exit 0 when every
 # case passed, 1 otherwise. Under TCG on a shared 2-core machine: about 3 minutes at
 # load average 10, 11 at load 15.
@@ -17,11 +17,11 @@ cases=()
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
-    basic | switch | sockets | restart | stats | smoke) cases+=("$1"); shift ;;
-    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke]..." >&2; exit 64 ;;
+    basic | switch | sockets | restart | stats | smoke | offload | mq) cases+=("$1"); shift ;;
+    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke|offload|mq]..." >&2; exit 64 ;;
   esac
 done
-((${#cases[@]})) || cases=(basic switch sockets restart stats)
+((${#cases[@]})) || cases=(basic switch sockets restart stats offload mq)
 [[ -x $uvhost ]] || { echo "run-all.sh: no uvhost binary at $uvhost (build it, or give --uvhost)" >&2; exit 64; }
 
 summary=() bad=0

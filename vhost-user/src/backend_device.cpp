@@ -76,7 +76,9 @@ BackendDevice::~BackendDevice() {
   if (log_) hooks_.log_changed(nullptr);
 }
 
-uint64_t BackendDevice::offered_features() const noexcept { return offered_net_features(options_.queue_pairs); }
+uint64_t BackendDevice::offered_features() const noexcept {
+  return offered_net_features(options_.queue_pairs, options_.backend_features);
+}
 
 BackendDevice::Progress BackendDevice::handle_one() {
   if (!connection_.is_open()) return Progress::kClosed;
@@ -208,7 +210,14 @@ BackendDevice::Outcome BackendDevice::dispatch(Message& message) {
 
 BackendDevice::Outcome BackendDevice::on_set_features(uint64_t features) {
   const uint64_t unknown = features & ~offered_features();
-  if (unknown != 0) return fail(fmt::format("features {:#x} were not offered", unknown));
+  if (unknown != 0) {
+    return fail(fmt::format("features {:#x} ({}) were not offered", unknown, fmt::join(feature_names(unknown), " ")));
+  }
+  // A driver must not accept a feature without the ones it requires (virtio 1.2,
+  // 5.1.3.1): such a set would have us hand the guest frames it cannot take.
+  if (std::string why = virtio::net_feature::offload_dependency_violation(features); !why.empty()) {
+    return fail(fmt::format("features {:#x} break the spec's dependency rules: {}", features, why));
+  }
   // A running ring was started with EVENT_IDX/INDIRECT as negotiated then; only the
   // log switch may change under it (migration turns VHOST_F_LOG_ALL on and off).
   for (const RingControl& ring : vrings_) {
@@ -252,7 +261,7 @@ BackendDevice::Outcome BackendDevice::on_add_mem_reg(Message& message) {
   std::string error;
   auto map = slots_.add(MemorySlot{std::get<SingleRegion>(message.payload).region, std::move(message.fds.at(0))},
                         error);
-  if (!map) return fail(error);
+  if (!map) return error.empty() ? Outcome{} : fail(error);  // empty: a region present again (memory_slots.h)
   publish_memory(std::move(map));
   return {};
 }
@@ -261,7 +270,7 @@ BackendDevice::Outcome BackendDevice::on_rem_mem_reg(const SingleRegion& region)
   if (Outcome gate = require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
   std::string error;
   auto map = slots_.remove(region.region, error);
-  if (!map) return fail(error);
+  if (!map) return error.empty() ? Outcome{} : fail(error);  // empty: still referenced (memory_slots.h)
   publish_memory(std::move(map));
   return {};
 }

@@ -17,6 +17,20 @@ namespace {
 
 bool wraps(uint64_t base, uint64_t size) { return size - 1 > ~uint64_t{0} - base; }
 
+// The same region (all four numbers) backed by the same file.
+bool same_region(const MemorySlot& a, const MemorySlot& b) {
+  const MemoryRegionDesc& x = a.region;
+  const MemoryRegionDesc& y = b.region;
+  if (x.guest_phys_addr != y.guest_phys_addr || x.size != y.size || x.user_addr != y.user_addr ||
+      x.mmap_offset != y.mmap_offset) {
+    return false;
+  }
+  struct stat sa {};
+  struct stat sb {};
+  return ::fstat(a.fd.get(), &sa) == 0 && ::fstat(b.fd.get(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 // Inclusive ranges [a, a + a_size - 1] and [b, ...] intersect? Sizes are >= 1, no wrap.
 bool overlaps(uint64_t a, uint64_t a_size, uint64_t b, uint64_t b_size) {
   return a <= b + (b_size - 1) && b <= a + (a_size - 1);
@@ -122,6 +136,13 @@ std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::replace(std::vector<MemoryS
 }
 
 std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::add(MemorySlot slot, std::string& error) {
+  error.clear();
+  for (MemorySlot& existing : slots_) {
+    if (same_region(existing, slot)) {
+      ++existing.references;  // `slot`'s fd, a second copy of the same file, closes here
+      return nullptr;
+    }
+  }
   std::vector<MemorySlot> candidate;
   candidate.reserve(slots_.size() + 1);
   for (const MemorySlot& existing : slots_) {
@@ -130,8 +151,9 @@ std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::add(MemorySlot slot, std::s
       error = fmt::format("dup of region fd: {}", std::strerror(errno));
       return nullptr;
     }
-    candidate.push_back(MemorySlot{existing.region, UniqueFd(copy)});
+    candidate.push_back(MemorySlot{existing.region, UniqueFd(copy), existing.references});
   }
+  slot.references = 1;
   candidate.push_back(std::move(slot));
   auto map = build(candidate, error);
   if (map) slots_ = std::move(candidate);
@@ -147,9 +169,14 @@ std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::remove(const MemoryRegionDe
       break;
     }
   }
+  error.clear();
   if (found == slots_.size()) {
     error = fmt::format("no region gpa={:#x} size={:#x} uva={:#x} to remove", region.guest_phys_addr, region.size,
                         region.user_addr);
+    return nullptr;
+  }
+  if (slots_[found].references > 1) {
+    --slots_[found].references;  // another vhost device of the frontend still has it
     return nullptr;
   }
   std::vector<MemorySlot> candidate;
@@ -160,7 +187,7 @@ std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::remove(const MemoryRegionDe
       error = fmt::format("dup of region fd: {}", std::strerror(errno));
       return nullptr;
     }
-    candidate.push_back(MemorySlot{slots_[i].region, UniqueFd(copy)});
+    candidate.push_back(MemorySlot{slots_[i].region, UniqueFd(copy), slots_[i].references});
   }
   auto map = build(candidate, error);
   if (map) slots_ = std::move(candidate);

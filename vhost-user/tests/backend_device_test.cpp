@@ -40,6 +40,71 @@ TEST(BackendDeviceTest, NegotiatesFeatures) {
   EXPECT_TRUE(frontend.device().is_open());
 }
 
+TEST(BackendDeviceTest, OffersTheBackendsOffloadsOnTopOfTheBaseSet) {
+  namespace nf = virtio::net_feature;
+  // A backend without offloads (the default): none offered, and none accepted.
+  {
+    TestFrontend frontend;
+    const uint64_t offered = frontend.get_u64(Request::kGetFeatures);
+    EXPECT_EQ(offered, offered_net_features(1));
+    EXPECT_EQ(offered & (nf::kHostOffloads | nf::kGuestOffloads), 0u);
+    frontend.send(Request::kSetProtocolFeatures, Payload{protocol::kImplemented});
+    EXPECT_EQ(frontend.send_acked(Request::kSetFeatures, Payload{offered | nf::mask(nf::kCsum)}),
+              std::optional<uint64_t>(1));
+  }
+  // A backend that honours every offload (and names a bit that is not its to offer:
+  // CTRL_VQ, ignored).
+  DeviceOptions options;
+  options.backend_features = nf::kHostOffloads | nf::kGuestOffloads | nf::mask(nf::kCtrlVq);
+  TestFrontend frontend(options);
+  const uint64_t offered = frontend.get_u64(Request::kGetFeatures);
+  EXPECT_EQ(offered, offered_net_features(1) | nf::kHostOffloads | nf::kGuestOffloads);
+  EXPECT_EQ(offered & nf::mask(nf::kCtrlVq), 0u);
+  frontend.send(Request::kSetProtocolFeatures, Payload{protocol::kImplemented});
+  EXPECT_EQ(frontend.send_acked(Request::kSetFeatures, Payload{offered}), std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.device().acked_features(), offered);
+  EXPECT_EQ(frontend.sink().features(), offered);
+}
+
+TEST(BackendDeviceTest, SetFeaturesRefusesSetsThatBreakTheOffloadRules) {
+  namespace nf = virtio::net_feature;
+  DeviceOptions options;
+  options.backend_features = nf::kHostOffloads | nf::kGuestOffloads;
+  TestFrontend frontend(options);
+  const uint64_t base = offered_net_features(1);
+  frontend.send(Request::kSetProtocolFeatures, Payload{protocol::kImplemented});
+  const uint64_t good = base | nf::mask(nf::kCsum) | nf::mask(nf::kHostTso4) | nf::mask(nf::kGuestCsum);
+  ASSERT_EQ(frontend.send_acked(Request::kSetFeatures, Payload{good}), std::optional<uint64_t>(0));
+  // Each of these breaks one rule of virtio 1.2, 5.1.3.1: refused, the last good set stays.
+  for (const uint64_t broken : {base | nf::mask(nf::kHostTso4),                                  // no CSUM
+                                base | nf::mask(nf::kHostTso6) | nf::mask(nf::kGuestCsum),       // no CSUM
+                                base | nf::mask(nf::kCsum) | nf::mask(nf::kHostEcn),             // no HOST_TSO*
+                                base | nf::mask(nf::kGuestTso4),                                 // no GUEST_CSUM
+                                base | nf::mask(nf::kGuestUso6),                                 // no GUEST_CSUM
+                                base | nf::mask(nf::kGuestCsum) | nf::mask(nf::kGuestEcn)}) {    // no GUEST_TSO*
+    EXPECT_EQ(frontend.send_acked(Request::kSetFeatures, Payload{broken}), std::optional<uint64_t>(1))
+        << std::hex << broken;
+    EXPECT_EQ(frontend.device().acked_features(), good);
+  }
+  EXPECT_TRUE(frontend.device().is_open());
+}
+
+TEST(BackendDeviceTest, BrokenOffloadRuleWithoutReplyAckClosesWithTheReason) {
+  namespace nf = virtio::net_feature;
+  DeviceOptions options;
+  options.backend_features = nf::kHostOffloads;
+  TestFrontend frontend(options);
+  EXPECT_EQ(frontend.send(Request::kSetFeatures, Payload{feature::kVersion1 | nf::mask(nf::kHostUso)}),
+            Progress::kClosed);
+  EXPECT_NE(frontend.device().close_reason().find("HOST_USO requires CSUM"), std::string::npos)
+      << frontend.device().close_reason();
+}
+
+TEST(BackendDeviceTest, FeatureNamesIncludeVhostUsersOwnBits) {
+  EXPECT_EQ(feature_names(feature::kVersion1 | feature::kLogAll | feature::kProtocolFeatures | feature::kNetMrgRxbuf),
+            (std::vector<std::string>{"MRG_RXBUF", "VERSION_1", "LOG_ALL", "PROTOCOL_FEATURES"}));
+}
+
 TEST(BackendDeviceTest, OffersMqOnlyWithSeveralQueuePairs) {
   DeviceOptions options;
   options.queue_pairs = 4;
@@ -174,6 +239,33 @@ TEST(BackendDeviceTest, AddAndRemoveMemoryRegions) {
   const bool gone = frontend.device().memory().read(
       [](const virtio::GuestMemoryMap& map) { return map.translate_contiguous(0x100000010, 4) == nullptr; });
   EXPECT_TRUE(gone);
+}
+
+TEST(BackendDeviceTest, TheSameRegionAddedOncePerQueuePairIsCountedNotRefused) {
+  // QEMU 7.2 with queues=2 sends every ADD_MEM_REG once per queue pair's vhost device,
+  // and each of them its REM_MEM_REG later.
+  GuestRam ram(1 << 20);
+  GuestRam other(1 << 20);
+  TestFrontend frontend;
+  frontend.negotiate();
+  const SingleRegion region{{0, ram.size, kFrontendBase, 0}};
+  ASSERT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{region}, {ram.fd.get()}), std::optional<uint64_t>(0));
+  const int dup = ::dup(ram.fd.get());  // another fd of the same memfd, as a second message carries
+  ASSERT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{region}, {dup}), std::optional<uint64_t>(0));
+  ::close(dup);
+  EXPECT_EQ(frontend.device().memory_slot_count(), 1u);
+  EXPECT_EQ(frontend.sink().memory_changes(), 1u);  // nothing new to publish
+  // The same numbers on another file is a different region overlapping the first: refused.
+  EXPECT_EQ(frontend.send_acked(Request::kAddMemReg, Payload{region}, {other.fd.get()}), std::optional<uint64_t>(1));
+  // The first REM_MEM_REG leaves it mapped for the other vhost device; the second removes it.
+  EXPECT_EQ(frontend.send_acked(Request::kRemMemReg, Payload{region}), std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.device().memory_slot_count(), 1u);
+  const bool mapped = frontend.device().memory().read(
+      [](const virtio::GuestMemoryMap& map) { return map.translate_contiguous(0x10, 4) != nullptr; });
+  EXPECT_TRUE(mapped);
+  EXPECT_EQ(frontend.send_acked(Request::kRemMemReg, Payload{region}), std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.device().memory_slot_count(), 0u);
+  EXPECT_EQ(frontend.send_acked(Request::kRemMemReg, Payload{region}), std::optional<uint64_t>(1));
 }
 
 TEST(BackendDeviceTest, ReplyAckSuccessAndFailure) {

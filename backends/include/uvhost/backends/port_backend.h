@@ -40,9 +40,19 @@
 //    some mappings). Calls for different k can run concurrently; calls for the same k
 //    and direction never do. They never block: a backend that cannot take a frame now
 //    drops it (the datapath counts every frame not taken as a transmit drop).
+//  - offered_features(): the virtio-net features this backend honours, offered to the
+//    guest on top of every port's base set (vhost_user/features.h; only offload bits
+//    count): CSUM and HOST_* when transmit_burst() takes frames whose header asks for
+//    a partial checksum or segmentation (as they are: the backend or what it hands them
+//    to completes them), GUEST_* when the backend may hand the guest such frames (and
+//    then only the kinds the guest negotiated). Fixed for the backend's life; asked
+//    from the control thread when a frontend connects. Default: none.
 //  - features_changed(): the guest's negotiated virtio features (e.g. tap offloads),
 //    from the control thread, before the rings start or while they are stopped. A
 //    feature change during traffic (VHOST_F_LOG_ALL only) does not reach here.
+//  - mtu_changed(mtu): the frontend told the guest's MTU (vhost-user NET_SET_MTU,
+//    68..65535), from the control thread; a backend with a link of its own (a tap)
+//    applies it there, or logs why not. Default: nothing.
 //  - stats() may be called from any thread at any time (relaxed counters).
 #pragma once
 
@@ -103,7 +113,9 @@ class PortBackend {
   virtual void attach(RxInjector& injector) { injector_ = &injector; }
   virtual void detach() { injector_ = nullptr; }
 
+  virtual uint64_t offered_features() const noexcept { return 0; }
   virtual void features_changed(uint64_t features) { (void)features; }
+  virtual void mtu_changed(uint32_t mtu) { (void)mtu; }
 
   // Guest -> backend: a burst of frames in guest memory (tx_frame.h), in ring order.
   // Returns what was taken; every other frame was dropped by the backend (the datapath

@@ -8,6 +8,9 @@
 //  - transmit(pair, header, frame): counts one frame and frame.size() bytes (the
 //    Ethernet frame, without the virtio-net header) on `pair` and returns true (taken).
 //    A pair >= queue_pairs is refused: false, counted in bad_pair.
+//  - offered_features(): CSUM and every HOST_* offload (net_feature::kHostOffloads):
+//    a frame with a partial checksum or a super-frame is counted as it is (one frame,
+//    its bytes), like any other. No GUEST_*: the guest receives nothing.
 //  - pull() never has anything; rx_fd() is -1.
 //  - Threads (port_backend.h): transmit() for different pairs concurrently; counters
 //    are per pair (pair_counters.h: single writer, relaxed), so transmit() writes no
@@ -29,6 +32,7 @@ class SinkBackend final : public PortBackend {
 
   std::string_view kind() const noexcept override { return "sink"; }
   std::string describe() const override;
+  uint64_t offered_features() const noexcept override;
 
   TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
 

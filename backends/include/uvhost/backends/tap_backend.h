@@ -37,16 +37,27 @@
 //    then on transmit_burst() takes nothing and pull_frame() returns false without a
 //    system call, counted
 //    (tx gone / rx gone). It stays gone: reopen a new backend to recover.
+//  - offered_features(): CSUM, HOST_TSO4, HOST_TSO6, HOST_ECN, HOST_UFO (a tap with
+//    the vnet header takes such frames from any kernel we run on, and the kernel
+//    segments or checksums them where the host needs it), HOST_USO when the kernel
+//    knows USO (Linux >= 6.2: the probe below takes TUN_F_USO4|USO6), and the GUEST_*
+//    features of the TUN_F_* flags this kernel's TUNSETOFFLOAD accepts (probed once at
+//    open on queue 0: TapDevice::probe_offloads, guest_features_for).
 //  - features_changed(features): applies the guest's receive offloads to every queue
 //    (TapDevice::set_offloads); a refusal is logged as a warning (the kernel then
-//    segments and checksums in software before we read).
+//    segments and checksums in software before we read). Without GUEST_CSUM
+//    pull_frame() clears the header's flags (the tap may mark a frame DATA_VALID, which a device
+//    may only tell a guest that negotiated GUEST_CSUM; virtio 1.2, 5.1.6.4.1).
+//  - mtu_changed(mtu): SIOCSIFMTU on the tap (the daemon's namespace must be the
+//    tap's); a refusal is logged and counted (mtu_errors), the tap keeps its MTU.
 //
 //  Threads: transmit_burst(k) and pull_frame(k) may run at once (TapDevice allows one reader and
 //  one writer per queue), different k in parallel. Counters are per pair and per
 //  direction (pair_counters.h: single writer, relaxed). gone is an atomic flag
 //  (relaxed: it only makes later calls skip the system call; it publishes nothing).
 //  stats(), describe() and the getters from any thread.
-//  stats(): {"name", "ifindex", "created", "queues", "gone", "offload_flags",
+//  stats(): {"name", "ifindex", "created", "queues", "gone", "offload_flags", "mtu" (last
+//  set by us, 0 if never), "mtu_errors",
 //  "tx": {"sent", "bytes", "full", "bad_frame", "down", "error", "gone"},
 //  "rx": {"frames", "bytes", "truncated", "error", "gone"}, "bad_pair"}.
 #pragma once
@@ -87,7 +98,14 @@ class TapBackend final : public PortBackend {
   std::string_view kind() const noexcept override { return "tap"; }
   std::string describe() const override;
 
+  // The header flags a frame from the tap may carry to a guest (see the contract).
+  static constexpr uint8_t flags_for_guest(uint8_t tap_flags, bool guest_csum) noexcept {
+    return guest_csum ? tap_flags : uint8_t{0};
+  }
+
+  uint64_t offered_features() const noexcept override { return offered_features_; }
   void features_changed(uint64_t features) override;
+  void mtu_changed(uint32_t mtu) override;
   TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
   bool pull_frame(uint32_t pair, RxFrameView& view) override;
   int rx_fd(uint32_t pair) const noexcept override;
@@ -120,7 +138,7 @@ class TapBackend final : public PortBackend {
   // One frame's writev and its counting; true when the kernel took it.
   bool write_one(uint32_t pair, PairScratch& scratch, const TxFrame& frame);
 
-  explicit TapBackend(std::vector<std::unique_ptr<TapDevice>> queues);
+  TapBackend(std::vector<std::unique_ptr<TapDevice>> queues, std::optional<uint32_t> mtu);
 
   void mark_gone(std::string_view operation, int error_number) noexcept;
 
@@ -128,7 +146,13 @@ class TapBackend final : public PortBackend {
   std::unique_ptr<PairScratch[]> scratch_;          // [pair]
   PairCounters<kTxCounterCount> tx_;
   PairCounters<kRxCounterCount> rx_;
+  uint64_t offered_features_ = 0;
   std::atomic<bool> gone_{false};
+  // relaxed: written on the control thread while the rings are stopped (features_changed's
+  // contract); the worker's start synchronizes with it.
+  std::atomic<bool> guest_csum_{false};
+  std::atomic<uint32_t> mtu_{0};            // relaxed: reporting
+  std::atomic<uint64_t> mtu_errors_{0};     // relaxed: a statistic
   std::atomic<uint64_t> bad_pair_{0};  // relaxed fetch_add: rare, any thread
   LogLimiter tx_error_log_;
   LogLimiter rx_error_log_;

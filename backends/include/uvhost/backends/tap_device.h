@@ -16,7 +16,8 @@
 //    last fd) closes. With `persist` (TUNSETPERSIST) it stays until `ip link del` or
 //    until its network namespace goes away. Attaching never changes persistence.
 //  - The tap lives in the network namespace of the thread that calls open(); `up`
-//    (SIOCSIFFLAGS) and `mtu` (SIOCSIFMTU) are applied there, also when attaching.
+//    (SIOCSIFFLAGS) and `mtu` (SIOCSIFMTU) are applied there, also when attaching;
+//    set_mtu() later the same way (the calling thread's namespace must be the tap's).
 //  - With multi_queue, every open() of the same name adds one queue (one fd).
 //  - Failure: nullptr and `error` says what and why (bad name, not a tap, busy, no
 //    permission, ...). Nothing is left behind: a tap we created is deleted again.
@@ -27,7 +28,9 @@
 //    what the guest negotiated (VIRTIO_NET_F_GUEST_*), minus what the spec's
 //    dependency rules forbid; anything else the kernel segments and checksums in
 //    software before we read it. Kernels without USO (before 6.2) get the flags
-//    without USO (offload_flags() tells what was applied).
+//    without USO (offload_flags() tells what was applied). probe_offloads() tells
+//    beforehand which flags the kernel takes (guest_features_for() turns them into the
+//    GUEST_* features worth offering).
 //  - Frames we write (the guest's transmit side) may always carry GSO / NEEDS_CSUM
 //    headers: the tap accepts them whatever TUNSETOFFLOAD says (the kernel segments
 //    in software where needed). A header the kernel cannot use (unknown gso_type,
@@ -97,9 +100,11 @@ inline constexpr unsigned kUso6 = 0x40;
 
 // The TUNSETOFFLOAD flags for a guest that negotiated `guest_features`: each GUEST_*
 // bit maps to its TUN_F_* flag, and what the spec forbids is dropped (TSO4, TSO6,
-// UFO, USO4, USO6 without GUEST_CSUM; ECN without TSO4 or TSO6). Other bits ignored.
+// UFO, USO4, USO6 without GUEST_CSUM; ECN without TSO4 or TSO6). USO4 and USO6 go
+// together or not at all (the kernel refuses one without the other: a guest with only
+// one gets UDP segmented in software). Other bits ignored.
 constexpr unsigned tun_offload_flags(uint64_t guest_features) noexcept {
-  const auto has = [guest_features](unsigned bit) { return (guest_features >> bit) & 1u; };
+  const auto has = [guest_features](unsigned bit) { return net_feature::has(guest_features, bit); };
   if (!has(net_feature::kGuestCsum)) return 0;
   unsigned flags = tun_offload::kCsum;
   if (has(net_feature::kGuestTso4)) flags |= tun_offload::kTso4;
@@ -108,9 +113,27 @@ constexpr unsigned tun_offload_flags(uint64_t guest_features) noexcept {
     flags |= tun_offload::kTsoEcn;
   }
   if (has(net_feature::kGuestUfo)) flags |= tun_offload::kUfo;
-  if (has(net_feature::kGuestUso4)) flags |= tun_offload::kUso4;
-  if (has(net_feature::kGuestUso6)) flags |= tun_offload::kUso6;
+  if (has(net_feature::kGuestUso4) && has(net_feature::kGuestUso6)) flags |= tun_offload::kUso4 | tun_offload::kUso6;
   return flags;
+}
+
+// The GUEST_* features a tap can serve when TUNSETOFFLOAD accepts `tun_flags` (the
+// inverse of tun_offload_flags): TUN_F_CSUM -> GUEST_CSUM, TSO4/TSO6/TSO_ECN ->
+// GUEST_TSO4/TSO6/ECN, UFO -> GUEST_UFO, USO4+USO6 -> GUEST_USO4+GUEST_USO6.
+constexpr uint64_t guest_features_for(unsigned tun_flags) noexcept {
+  if ((tun_flags & tun_offload::kCsum) == 0) return 0;
+  uint64_t features = net_feature::mask(net_feature::kGuestCsum);
+  if ((tun_flags & tun_offload::kTso4) != 0) features |= net_feature::mask(net_feature::kGuestTso4);
+  if ((tun_flags & tun_offload::kTso6) != 0) features |= net_feature::mask(net_feature::kGuestTso6);
+  if ((tun_flags & tun_offload::kTsoEcn) != 0 && (tun_flags & (tun_offload::kTso4 | tun_offload::kTso6)) != 0) {
+    features |= net_feature::mask(net_feature::kGuestEcn);
+  }
+  if ((tun_flags & tun_offload::kUfo) != 0) features |= net_feature::mask(net_feature::kGuestUfo);
+  constexpr unsigned kUso = tun_offload::kUso4 | tun_offload::kUso6;
+  if ((tun_flags & kUso) == kUso) {
+    features |= net_feature::mask(net_feature::kGuestUso4) | net_feature::mask(net_feature::kGuestUso6);
+  }
+  return features;
 }
 
 struct TapOptions {
@@ -169,6 +192,13 @@ class TapDevice {
   bool set_offloads(uint64_t guest_features, std::string& error);
   // The TUN_F_* flags last applied (0 after open: the kernel's default).
   unsigned offload_flags() const noexcept { return offload_flags_.load(std::memory_order_relaxed); }
+  // Which TUN_F_* flags this kernel's TUNSETOFFLOAD takes: each offload is tried with
+  // TUN_F_CSUM (USO4 and USO6 together), then the flags last applied are put back.
+  // 0 without the vnet header. Control thread, before traffic (it changes the tap's
+  // offloads for a moment).
+  unsigned probe_offloads() noexcept;
+  // SIOCSIFMTU on the interface (through a socket of the calling thread's namespace).
+  bool set_mtu(uint32_t mtu, std::string& error);
 
   // One frame: [vnet header (vnet_hdr_size() bytes)][ethernet frame], in pieces.
   WriteResult write_frame(std::span<const iovec> pieces) noexcept;

@@ -121,6 +121,7 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   void features_changed(uint64_t features) override;
   void log_changed(vhost_user::DirtyLog* log) override;
   void rarp_requested(const std::array<uint8_t, 6>& mac) override;
+  void mtu_changed(uint16_t mtu) override;  // handed to the backend (a tap applies it)
 
  private:
   friend class TransmitScope;

@@ -45,11 +45,15 @@
 // -----------------------------------------------------------------------
 //  {"cmd":"list"} ->
 //    {"ok":true,"ports":[{"name":"p0","socket":"/run/a.sock","client":false,
-//      "backend":"loopback","queue_pairs":1,"workers":"device","connected":true}]}
+//      "backend":"loopback","queue_pairs":1,"workers":"device","connected":true,
+//      "features":{"offered":["CSUM","GUEST_CSUM",...],"negotiated":[...],"guest_mtu":0}}]}
+//      (feature names as virtio/net_features.h spells them; negotiated: what the current
+//      frontend acked, empty between connections; guest_mtu: its NET_SET_MTU, 0 if none)
 //  {"cmd":"stats"} ->
 //    {"ok":true,"uptime_s":12.5,
 //     "ports":[{"name":"p0","backend":"loopback","connected":true,"connections":1,
-//       "protocol_errors":0,"memory":"rcu","backend_stats":{...any object...},
+//       "protocol_errors":0,"memory":"rcu","features":{...as in list...},
+//       "backend_stats":{...any object...},
 //       "queues":[{"index":1,"direction":"tx","pair":0,"worker":"p0.w0","started":true,
 //         "enabled":true,"broken":false,
 //         "poll":{"mode":"busy","busy_us":50,"exit":"accurate"},

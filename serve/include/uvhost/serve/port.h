@@ -35,6 +35,11 @@
 //  - totals(), snapshot(), set_poll(), set_memory_policy() may be called from any
 //    thread at any time (the control socket does). While it runs, the port logs a line
 //    per connection and, with a stats interval, its counters periodically.
+//  - Features: each connection's device offers the base set plus what the backend
+//    honours (PortBackend::offered_features: offered_features() here, before and
+//    during connections alike); negotiated_features() is what the frontend's last
+//    SET_FEATURES acked on the current connection (0 between connections), guest_mtu()
+//    its NET_SET_MTU (0 if none). Any thread.
 //  - set_memory_policy() applies from the next connection on (the guard of guest
 //    memory is chosen when the device is created).
 //  - Nothing a frontend does affects other ports: each port has its own thread, device
@@ -100,6 +105,9 @@ class Port {
   const PortSpec& spec() const noexcept { return spec_; }
   PortTotals totals() const;
   bool connected() const noexcept { return connected_.load(std::memory_order_relaxed); }
+  uint64_t offered_features() const noexcept;
+  uint64_t negotiated_features() const noexcept { return negotiated_.load(std::memory_order_relaxed); }
+  uint16_t guest_mtu() const noexcept { return guest_mtu_.load(std::memory_order_relaxed); }
   std::vector<datapath::QueueSnapshot> snapshot() const;
   const backends::PortBackend* backend() const noexcept { return backend_.get(); }
   datapath::DeviceDatapath* datapath() noexcept { return datapath_.get(); }
@@ -132,6 +140,8 @@ class Port {
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> protocol_errors_{0};
   std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> negotiated_{0};
+  std::atomic<uint16_t> guest_mtu_{0};
   std::atomic<sync::GuardPolicy> memory_policy_;
   std::chrono::steady_clock::time_point next_stats_;
 };

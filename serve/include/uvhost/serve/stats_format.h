@@ -24,7 +24,8 @@
 
 namespace uvhost::serve {
 
-// The "list" reply: one row per port.
+// The "list" reply: one row per port, then a "negotiated by PORT: NAMES" line for
+// each port whose frontend negotiated features.
 std::string format_ports_table(const nlohmann::json& list);
 
 // The "stats" reply: a port table, a queue table (one row per queue) and a worker table.

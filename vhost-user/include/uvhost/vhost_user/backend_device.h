@@ -10,6 +10,10 @@
 //    GET_MAX_MEM_SLOTS, ADD_MEM_REG, REM_MEM_REG, SET_VRING_NUM/ADDR/BASE,
 //    GET_VRING_BASE, SET_VRING_KICK/CALL/ERR, SET_VRING_ENABLE, GET_QUEUE_NUM,
 //    GET/SET_STATUS, NET_SET_MTU, SET_LOG_BASE, SET_LOG_FD, SEND_RARP.
+//  - GET_FEATURES offers offered_net_features(queue_pairs, backend_features)
+//    (features.h); SET_FEATURES is refused when it holds a bit not offered or breaks
+//    the spec's offload dependency rules (virtio/net_features.h: e.g. HOST_TSO4
+//    without CSUM), or changes anything but LOG_ALL while rings run.
 //  - A request that is malformed (parser), unknown, unsupported, not allowed by what
 //    was negotiated, or invalid (ring size, memory regions, ...) is refused: if the
 //    frontend set NEED_REPLY and REPLY_ACK is negotiated it gets a nonzero u64 reply
@@ -60,6 +64,9 @@ struct DeviceOptions {
   uint32_t queue_pairs = 1;  // 1..128 (vring indexes 0..2*pairs-1)
   sync::GuardPolicy memory_policy = sync::GuardPolicy::kRcu;
   uint32_t max_mem_slots = 32;  // GET_MAX_MEM_SLOTS (ADD_MEM_REG limit)
+  // The features the port's backend honours (its offloads), offered on top of the
+  // base set: offered_net_features() in features.h.
+  uint64_t backend_features = 0;
 };
 
 // The per-ring state the protocol keeps (exposed for tests and diagnostics).

@@ -1,26 +1,46 @@
 // features.h - the feature bits a vhost-user virtio-net backend talks about: virtio
-// device/transport features (GET/SET_FEATURES) and vhost-user protocol features
-// (GET/SET_PROTOCOL_FEATURES). Bit numbers as in the virtio 1.2 spec and QEMU's
+// device/transport features (GET/SET_FEATURES; their numbers and names live once in
+// virtio/net_features.h, the masks here are made from them), vhost-user's own two
+// (VHOST_F_LOG_ALL, VHOST_USER_F_PROTOCOL_FEATURES) and the protocol features
+// (GET/SET_PROTOCOL_FEATURES). As in the virtio 1.2 spec and QEMU's
 // docs/interop/vhost-user.rst.
+//
+// Contract
+// --------
+//  - offered_net_features(pairs, backend): what GET_FEATURES answers: the base set
+//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, MTU, STATUS,
+//    GUEST_ANNOUNCE, PROTOCOL_FEATURES, LOG_ALL, and MQ with more than one pair) plus
+//    what the port's backend can honour (`backend`, only offload bits count: see
+//    kBackendSettable; others are ignored).
+//  - feature_names(word): net_feature::names() with vhost-user's two bits named too
+//    (LOG_ALL, PROTOCOL_FEATURES, after the others).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "uvhost/virtio/net_features.h"
 
 namespace uvhost::vhost_user {
 
 constexpr uint64_t bit(unsigned n) { return uint64_t{1} << n; }
 
 namespace feature {
-inline constexpr uint64_t kNetMtu = bit(3);             // VIRTIO_NET_F_MTU
-inline constexpr uint64_t kNetMrgRxbuf = bit(15);       // VIRTIO_NET_F_MRG_RXBUF
-inline constexpr uint64_t kNetStatus = bit(16);         // VIRTIO_NET_F_STATUS
-inline constexpr uint64_t kNetGuestAnnounce = bit(21);  // VIRTIO_NET_F_GUEST_ANNOUNCE
-inline constexpr uint64_t kNetMq = bit(22);             // VIRTIO_NET_F_MQ
+using virtio::net_feature::mask;
+namespace nf = virtio::net_feature;
+inline constexpr uint64_t kNetMtu = mask(nf::kMtu);
+inline constexpr uint64_t kNetMrgRxbuf = mask(nf::kMrgRxbuf);
+inline constexpr uint64_t kNetStatus = mask(nf::kStatus);
+inline constexpr uint64_t kNetGuestAnnounce = mask(nf::kGuestAnnounce);
+inline constexpr uint64_t kNetMq = mask(nf::kMq);
 inline constexpr uint64_t kLogAll = bit(26);            // VHOST_F_LOG_ALL
-inline constexpr uint64_t kRingIndirectDesc = bit(28);  // VIRTIO_RING_F_INDIRECT_DESC
-inline constexpr uint64_t kRingEventIdx = bit(29);      // VIRTIO_RING_F_EVENT_IDX
+inline constexpr uint64_t kRingIndirectDesc = mask(nf::kRingIndirectDesc);
+inline constexpr uint64_t kRingEventIdx = mask(nf::kRingEventIdx);
 inline constexpr uint64_t kProtocolFeatures = bit(30);  // VHOST_USER_F_PROTOCOL_FEATURES
-inline constexpr uint64_t kVersion1 = bit(32);          // VIRTIO_F_VERSION_1
+inline constexpr uint64_t kVersion1 = mask(nf::kVersion1);
+// The bits a backend may add to the offer: the offloads it honours.
+inline constexpr uint64_t kBackendSettable = nf::kHostOffloads | nf::kGuestOffloads;
 }  // namespace feature
 
 namespace protocol {
@@ -35,11 +55,14 @@ inline constexpr uint64_t kStatus = bit(16);
 inline constexpr uint64_t kImplemented = kMq | kLogShmfd | kRarp | kReplyAck | kNetMtu | kConfigureMemSlots | kStatus;
 }  // namespace protocol
 
-// The virtio-net features offered for a device with `queue_pairs` queue pairs.
-constexpr uint64_t offered_net_features(uint32_t queue_pairs) {
+// GET_FEATURES' answer for a device with `queue_pairs` queue pairs whose backend
+// honours `backend_features` (see the contract).
+constexpr uint64_t offered_net_features(uint32_t queue_pairs, uint64_t backend_features = 0) {
   return feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kRingIndirectDesc |
          feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
-         feature::kLogAll | (queue_pairs > 1 ? feature::kNetMq : 0);
+         feature::kLogAll | (queue_pairs > 1 ? feature::kNetMq : 0) | (backend_features & feature::kBackendSettable);
 }
+
+std::vector<std::string> feature_names(uint64_t features);
 
 }  // namespace uvhost::vhost_user

@@ -12,6 +12,14 @@
 //    must be a regular file (memfd, hugetlbfs, tmpfs) holding offset + size bytes
 //    (mapping past the end of a file succeeds and SIGBUSes on access); regions must
 //    not overlap in guest physical nor in frontend virtual space; at most max_slots.
+//  - An ADD_MEM_REG of a region already present - the same guest address, size,
+//    frontend address and mmap offset, and an fd of the same file (device and inode) -
+//    is counted, not refused as an overlap: QEMU before 8.1 sends its memory table once
+//    per queue pair's vhost device on one connection (ADD/REM_MEM_REG were not yet
+//    "one time" requests), so with multiqueue every region comes once per pair. add()
+//    then returns nullptr with `error` empty (nothing changed, no map to publish), and
+//    REM_MEM_REG takes such a region away only when its last reference goes (before
+//    that: nullptr, `error` empty). Any other overlap is still refused.
 //  - Each slot keeps its fd, so the map can be rebuilt on ADD/REM: each build maps
 //    every region anew from a dup of its fd (the map owns those mappings; the old map
 //    stays valid for readers until the guard retires it).
@@ -35,6 +43,7 @@ namespace uvhost::vhost_user {
 struct MemorySlot {
   MemoryRegionDesc region;
   UniqueFd fd;
+  uint64_t references = 1;  // ADD_MEM_REGs of this very region (see the contract)
 };
 
 class MemorySlots {
