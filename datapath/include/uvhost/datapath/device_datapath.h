@@ -149,7 +149,7 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   AfterIdle idle(Vring& q);
   AfterIdle sleep(Vring& q, std::chrono::steady_clock::time_point now);
   // Spins until (this->*ready)(q), or until another item of the worker is pending.
-  AfterIdle spin_always(Vring& q, std::chrono::steady_clock::time_point start, bool (DeviceDatapath::*ready)(Vring&));
+  AfterIdle spin_always(Vring& q, bool (DeviceDatapath::*ready)(Vring&));
   bool buffers_arrived(Vring& q);
   bool has_work(Vring& q);
   void set_kicks(Vring& q, bool enabled);
