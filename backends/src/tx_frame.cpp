@@ -7,6 +7,11 @@ namespace uvhost::backends {
 
 virtio::NetHeader TxFrame::read_header() const noexcept {
   if (header_size == 0) return header;
+  // Each byte is read once either way: straight from the first piece when it holds the
+  // whole header (the common case), else gathered into a local first.
+  if (pieces[0].len >= header_size && header_size <= virtio::kNetHeaderSizeMrg) {
+    return virtio::decode_net_header(std::span<const std::byte>(pieces[0].data, header_size), header_size);
+  }
   std::array<std::byte, virtio::kNetHeaderSizeMrg> bytes{};
   const size_t size = header_size < bytes.size() ? header_size : bytes.size();
   (void)virtio::copy_from_pieces(pieces, 0, std::span(bytes).first(size));

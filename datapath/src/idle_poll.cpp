@@ -66,7 +66,10 @@ void DeviceDatapath::handle(Vring& q) {
         q.worker->queue(q.handler);
         return;
       }
-      continue;
+      // A short transmit burst drained the ring: a spinning queue looks for more in
+      // its spin (cheaper than another burst that finds nothing).
+      const bool drained = q.is_tx && burst.entries < options_.burst;
+      if (!drained || unpack(q.poll_word.load(std::memory_order_relaxed)).mode != PollMode::kAlways) continue;
     }
     switch (idle(q)) {
       case AfterIdle::kContinue: continue;

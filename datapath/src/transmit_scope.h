@@ -72,7 +72,7 @@ class TransmitScope {
   virtio::GuardedGuestMemory& memory_;
   const virtio::GuestMemoryMap& map_;
   TransmitScope* const previous_;
-  std::array<Vring*, 4> touched_{};
+  std::array<Vring*, 4> touched_;  // [0, touched_count_) in use
   size_t touched_count_ = 0;
   bool finished_ = false;
   static thread_local TransmitScope* current_;

@@ -74,6 +74,32 @@ class NetReceiveWriter::SourceCursor {
   size_t piece_offset_ = 0;
 };
 
+namespace {
+
+// Copies the whole source into `out` (contiguous, large enough).
+void copy_whole(std::byte* out, const RxSource& source) noexcept {
+  size_t left = source.size;
+  const size_t head = std::min(source.head.size(), left);
+  if (head > 0) std::memcpy(out, source.head.data(), head);
+  out += head;
+  left -= head;
+  size_t skip = source.rest_offset;
+  for (const IoPiece& piece : source.rest) {
+    if (left == 0) break;
+    if (skip >= piece.len) {
+      skip -= piece.len;
+      continue;
+    }
+    const size_t n = std::min(piece.len - skip, left);
+    std::memcpy(out, piece.data + skip, n);
+    out += n;
+    left -= n;
+    skip = 0;
+  }
+}
+
+}  // namespace
+
 NetReceiveWriter::NetReceiveWriter(RxOptions options) : options_(options) {
   if (options_.reserve == 0) options_.reserve = 1;
   reserved_.resize(options_.reserve);
@@ -167,6 +193,18 @@ RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryM
       return {RxStatus::kQueueBroken, 0};
     }
     const bool first = pending_.empty();
+    const IoPiece& first_piece = chain->writable[0];
+    if (first && first_piece.len >= options_.header_size + frame.size) {
+      // The common case: header and frame fit the buffer's first piece.
+      NetHeader out = header;
+      out.num_buffers = 1;
+      encode_net_header(out, options_.header_size, std::span(first_piece.data, options_.header_size));
+      copy_whole(first_piece.data + options_.header_size, frame);
+      const size_t written = options_.header_size + frame.size;
+      note_written(chain->writable.pieces(), written);
+      queue.add_used(memory, chain->head, static_cast<uint32_t>(written));
+      return {RxStatus::kDelivered, 1};
+    }
     if (first) {
       // Remember where the header goes; num_buffers is known only at the end.
       header_piece_count_ = 0;
