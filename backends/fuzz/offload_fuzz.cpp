@@ -4,6 +4,8 @@
 // time, nothing shared with the code under test):
 //  - ones_complement_sum() equals the reference on the frame and on a suffix of it;
 //  - validation names a real reason; a refused header leaves an empty layout;
+//  - validation of the frame's first bytes only (validate_offload_head) agrees with
+//    validation of the whole frame (see check_head);
 //  - a partial checksum that passed validation completes (complete_checksum and
 //    adapt_checksum agree) and then verifies;
 //  - a GSO frame that passed validation: exactly layout.segments segments, none longer
@@ -264,6 +266,34 @@ void check_segments(std::span<const std::byte> frame, const OffloadLayout& layou
 
 }  // namespace
 
+// validate_offload_head on a copy of the frame's first bytes (so the sanitizers see a
+// read past them) agrees with validate_offload on the whole frame: whatever a head
+// accepts, the frame does, with the same layout; a head that holds the frame's
+// headers accepts what the frame does.
+void check_head(const NetHeader& header, std::span<const std::byte> frame, uint64_t features,
+                const OffloadLimits& limits, const OffloadCheck& whole) {
+  std::vector<size_t> lengths = {0, 14, 40, 64, frame.size() / 2, frame.size()};
+  if (whole.ok() && whole.layout.kind != GsoKind::kNone) {
+    lengths.push_back(whole.layout.payload_offset);
+    lengths.push_back(whole.layout.payload_offset - 1);
+  }
+  for (const size_t length : lengths) {
+    if (length > frame.size()) continue;
+    const Bytes head(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(length));
+    const OffloadCheck check = validate_offload_head(header, head, frame.size(), features, limits);
+    const bool holds_headers = length == frame.size() || (whole.ok() && length >= whole.layout.payload_offset);
+    if (holds_headers) FUZZ_CHECK(check.reason == whole.reason);
+    if (!check.ok()) continue;
+    FUZZ_CHECK(whole.ok());
+    const OffloadLayout& a = check.layout;
+    const OffloadLayout& b = whole.layout;
+    FUZZ_CHECK(a.kind == b.kind && a.ipv6 == b.ipv6 && a.frame_bytes == b.frame_bytes && a.l3_offset == b.l3_offset &&
+               a.protocol_field == b.protocol_field && a.l4_offset == b.l4_offset &&
+               a.payload_offset == b.payload_offset && a.piece_bytes == b.piece_bytes && a.segments == b.segments &&
+               a.max_segment_bytes == b.max_segment_bytes);
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < kPrefix) return 0;
   const auto* bytes = reinterpret_cast<const std::byte*>(data);
@@ -277,6 +307,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_segments = max_segments(options);
   const OffloadCheck check = validate_offload(header, frame, features, limits);
   FUZZ_CHECK(static_cast<size_t>(check.reason) < kOffloadReasonCount && to_string(check.reason) != "unknown");
+  check_head(header, frame, features, limits, check);
   if (!check.ok()) {
     FUZZ_CHECK(check.layout.segments == 0 && check.layout.kind == GsoKind::kNone);
     return 0;

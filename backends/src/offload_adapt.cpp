@@ -1,6 +1,8 @@
 // offload_adapt.cpp - offload headers fitted to the receiving guest (see offload_adapt.h).
 #include "uvhost/backends/offload_adapt.h"
 
+#include <random>
+
 #include "uvhost/backends/gso_segment.h"
 #include "uvhost/backends/inet_checksum.h"
 #include "uvhost/backends/net_features.h"
@@ -22,6 +24,28 @@ bool gso_acceptable(const virtio::NetHeader& header, uint64_t guest_features) no
       return has(guest_features, net_feature::kGuestUso4) && has(guest_features, net_feature::kGuestUso6);
     default: return false;
   }
+}
+
+OffloadFit offload_fit(const virtio::NetHeader& header, const OffloadLayout& layout, uint64_t guest_features) noexcept {
+  if (layout.kind != GsoKind::kNone && !gso_acceptable(header, guest_features)) return OffloadFit::kSegment;
+  if ((header.flags & virtio::kNetHdrFlagNeedsCsum) != 0 && !has(guest_features, net_feature::kGuestCsum)) {
+    return OffloadFit::kCompleteChecksum;
+  }
+  return OffloadFit::kAsIs;
+}
+
+virtio::NetHeader delivered_header(const virtio::NetHeader& header) noexcept {
+  virtio::NetHeader out = header;
+  out.num_buffers = 0;
+  out.flags &= virtio::kNetHdrFlagNeedsCsum;
+  return out;
+}
+
+Ipv6FragmentIds::Ipv6FragmentIds() : next_(std::random_device{}()) {}
+
+uint32_t Ipv6FragmentIds::for_layout(const OffloadLayout& layout) noexcept {
+  if (layout.kind != GsoKind::kUfo || !layout.ipv6) return 0;
+  return next_.fetch_add(1, std::memory_order_relaxed);  // relaxed: ids need only differ
 }
 
 namespace {

@@ -187,21 +187,23 @@ OffloadReason count_segments(size_t gso_size, size_t frame_bytes, const OffloadL
   return OffloadReason::kOk;
 }
 
-OffloadReason validate(const virtio::NetHeader& header, std::span<const std::byte> frame, uint64_t features,
-                       const OffloadLimits& limits, OffloadLayout& layout) noexcept {
-  layout.frame_bytes = frame.size();
-  if (const OffloadReason reason = check_partial_checksum(header, frame.size(), features); reason != OffloadReason::kOk) {
+// The headers are parsed in `head` (every read bounded by it); lengths and counts are
+// those of the whole frame, frame_bytes.
+OffloadReason validate(const virtio::NetHeader& header, std::span<const std::byte> head, size_t frame_bytes,
+                       uint64_t features, const OffloadLimits& limits, OffloadLayout& layout) noexcept {
+  layout.frame_bytes = frame_bytes;
+  if (const OffloadReason reason = check_partial_checksum(header, frame_bytes, features); reason != OffloadReason::kOk) {
     return reason;
   }
   if (header.gso_type == virtio::kNetGsoNone) return OffloadReason::kOk;
   GsoRequest request;
   if (const OffloadReason reason = classify_gso(header, features, request); reason != OffloadReason::kOk) return reason;
-  if (header.hdr_len > frame.size()) return OffloadReason::kHdrLenBeyondFrame;
+  if (header.hdr_len > frame_bytes) return OffloadReason::kHdrLenBeyondFrame;
   layout.kind = request.kind;
-  OffloadReason reason = parse_link(frame, request, layout);
-  if (reason == OffloadReason::kOk) reason = layout.ipv6 ? parse_ipv6(frame, layout) : parse_ipv4(frame, layout);
-  if (reason == OffloadReason::kOk) reason = parse_transport(frame, header, layout);
-  if (reason == OffloadReason::kOk) reason = count_segments(header.gso_size, frame.size(), limits, layout);
+  OffloadReason reason = parse_link(head, request, layout);
+  if (reason == OffloadReason::kOk) reason = layout.ipv6 ? parse_ipv6(head, layout) : parse_ipv4(head, layout);
+  if (reason == OffloadReason::kOk) reason = parse_transport(head, header, layout);
+  if (reason == OffloadReason::kOk) reason = count_segments(header.gso_size, frame_bytes, limits, layout);
   return reason;
 }
 
@@ -209,8 +211,14 @@ OffloadReason validate(const virtio::NetHeader& header, std::span<const std::byt
 
 OffloadCheck validate_offload(const virtio::NetHeader& header, std::span<const std::byte> frame,
                               uint64_t sender_features, const OffloadLimits& limits) noexcept {
+  return validate_offload_head(header, frame, frame.size(), sender_features, limits);
+}
+
+OffloadCheck validate_offload_head(const virtio::NetHeader& header, std::span<const std::byte> head,
+                                   size_t frame_bytes, uint64_t sender_features, const OffloadLimits& limits) noexcept {
   OffloadCheck check;
-  check.reason = validate(header, frame, sender_features, limits, check.layout);
+  if (head.size() > frame_bytes) head = head.first(frame_bytes);
+  check.reason = validate(header, head, frame_bytes, sender_features, limits, check.layout);
   if (!check.ok()) check.layout = OffloadLayout{};
   return check;
 }

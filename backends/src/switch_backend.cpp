@@ -3,7 +3,7 @@
 #include "uvhost/backends/switch_backend.h"
 
 #include <algorithm>
-#include <random>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -29,6 +29,8 @@ std::string_view name(Counter counter) noexcept {
     case kSegments: return "segments";
     case kChecksumCompleted: return "checksum_completed";
     case kOffloadInvalid: return "offload_invalid";
+    case kOverMtu: return "over_mtu";
+    case kIngressOverMtu: return "ingress_over_mtu";
     case kIngressDetached: return "ingress_detached";
     case kCount: break;
   }
@@ -62,24 +64,17 @@ nlohmann::json delivery_json(const SwitchDeliveryCounters& counters) {
   return out;
 }
 
-nlohmann::json offload_invalid_json(const SwitchDeliveryCounters& counters) {
-  nlohmann::json out = nlohmann::json::object();
-  for (size_t i = 1; i < kOffloadReasonCount; ++i) {  // every reason but kOk
-    out[std::string(to_string(static_cast<OffloadReason>(i)))] = counters.offload_invalid.total(i);
-  }
-  return out;
-}
-
 // What the uplink tap may send: every transmit offload (its frames are still validated).
 constexpr uint64_t kUplinkSenderFeatures = net_feature::kHostOffloads;
 
-bool has_offloads(const virtio::NetHeader& header) noexcept {
-  return (header.flags & virtio::kNetHdrFlagNeedsCsum) != 0 || header.gso_type != virtio::kNetGsoNone;
+// The longest frame a port with this MTU sends or takes (0: no MTU, no limit).
+size_t mtu_frame_limit(uint32_t mtu) noexcept {
+  return mtu == 0 ? std::numeric_limits<size_t>::max() : size_t{mtu} + kMtuFrameOverhead;
 }
 
-uint32_t random_start() {
-  std::random_device random;
-  return random();
+// The longest frame a (validated) frame puts on a link: itself, or its longest segment.
+size_t longest_on_link(std::span<const std::byte> frame, const OffloadLayout& layout) noexcept {
+  return layout.kind == GsoKind::kNone ? frame.size() : layout.max_segment_bytes;
 }
 
 // Which receive pair a frame from the uplink goes to: a hash of its MAC addresses, so
@@ -107,9 +102,7 @@ struct SwitchHub::Uplink {
 // ---- SwitchHub --------------------------------------------------------------------------
 
 SwitchHub::SwitchHub(const SwitchHubOptions& options)
-    : switch_(options.table),
-      members_(options.member_policy, std::make_unique<Members>()),
-      ipv6_fragment_ids_(random_start()) {}
+    : switch_(options.table), members_(options.member_policy, std::make_unique<Members>()) {}
 
 SwitchHub::~SwitchHub() {
   std::unique_ptr<Uplink> uplink;
@@ -124,10 +117,11 @@ SwitchHub::~SwitchHub() {
   }
 }
 
-std::unique_ptr<SwitchBackend> SwitchHub::add_port(std::string name, uint32_t queue_pairs) {
+std::unique_ptr<SwitchBackend> SwitchHub::add_port(std::string name, uint32_t queue_pairs, std::optional<uint32_t> mtu) {
   if (queue_pairs == 0) throw std::invalid_argument("switch port: queue_pairs must be at least 1");
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_ptr<SwitchBackend> port(new SwitchBackend(*this, next_id_++, std::move(name), queue_pairs));
+  if (mtu) port->mtu_changed(*mtu);
   ports_.push_back(port.get());
   return port;
 }
@@ -143,7 +137,7 @@ bool SwitchHub::add_tap_uplink(const TapBackendOptions& options, std::string& er
   if (!uplink->link) return false;
   uplink->id = next_id_++;
   uplink->name = "uplink:" + uplink->link->tap().name();
-  join(Member{uplink->id, uplink->link.get(), uplink->name, nullptr});
+  join(Member{uplink->id, uplink->link.get(), uplink->name, nullptr, nullptr});
   // The thread gets its Uplink directly: it never reads uplink_ (set below, reset by
   // ~SwitchHub under mutex_ while the thread may still run).
   Uplink* const raw = uplink.get();
@@ -182,13 +176,18 @@ void SwitchHub::unregister(SwitchBackend* port) {
 bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
                              std::span<const std::byte> frame, const OffloadLayout& layout,
                              SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
-  // relaxed: the features are a value on their own (switch_backend.h).
+  // relaxed: the features and the MTU are values on their own (switch_backend.h).
   const uint64_t features =
       member.guest_features != nullptr ? member.guest_features->load(std::memory_order_relaxed) : ~uint64_t{0};
-  if (layout.kind != GsoKind::kNone && !gso_acceptable(header, features)) {
-    const uint32_t fragment_id =
-        layout.kind == GsoKind::kUfo && layout.ipv6 ? ipv6_fragment_ids_.fetch_add(1, std::memory_order_relaxed) : 0;
-    const size_t injected = inject_segments(*member.injector, pair, layout, frame, features, fragment_id);
+  const uint32_t mtu = member.mtu != nullptr ? member.mtu->load(std::memory_order_relaxed) : 0;
+  if (longest_on_link(frame, layout) > mtu_frame_limit(mtu)) {
+    counters.add(counter_pair, switch_delivery::kOverMtu);
+    return false;
+  }
+  const OffloadFit fit = offload_fit(header, layout, features);
+  if (fit == OffloadFit::kSegment) {
+    const size_t injected =
+        inject_segments(*member.injector, pair, layout, frame, features, ipv6_fragment_ids_.for_layout(layout));
     counters.add(counter_pair, switch_delivery::kSegmented);
     counters.add(counter_pair, switch_delivery::kSegments, injected);
     if (injected < layout.segments) {
@@ -198,18 +197,15 @@ bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::
     counters.add(counter_pair, switch_delivery::kDelivered);
     return true;
   }
-  virtio::NetHeader copy_header = header;
-  copy_header.num_buffers = 0;
-  copy_header.flags &= virtio::kNetHdrFlagNeedsCsum;
   PacketPtr packet;
   if (owned != nullptr && *owned != nullptr) {
     packet = std::move(*owned);  // the frame's own Packet: no copy
-    packet->header = copy_header;
+    packet->header = delivered_header(header);
   } else {
-    packet = make_packet(copy_header, frame);
+    packet = make_packet(delivered_header(header), frame);
   }
   // The range was validated: the checksum is as it is, or completed.
-  if (adapt_checksum(*packet, features) == ChecksumAdapt::kCompleted) {
+  if (fit == OffloadFit::kCompleteChecksum && adapt_checksum(*packet, features) == ChecksumAdapt::kCompleted) {
     counters.add(counter_pair, switch_delivery::kChecksumCompleted);
   }
   if (!member.injector->inject(pair, std::move(packet))) {
@@ -220,19 +216,29 @@ bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::
   return true;
 }
 
-size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint64_t sender_features, uint32_t pair,
-                          const virtio::NetHeader& header, std::span<const std::byte> frame,
-                          SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
-  OffloadLayout layout;  // kind kNone: nothing to segment
+bool SwitchHub::admit(const virtio::NetHeader& header, std::span<const std::byte> frame, uint64_t sender_features,
+                      uint32_t sender_mtu, SwitchDeliveryCounters& counters, uint32_t counter_pair,
+                      OffloadLayout& layout) {
+  layout = OffloadLayout{};  // kind kNone: nothing to segment
   if (has_offloads(header)) {
     const OffloadCheck check = validate_offload(header, frame, sender_features);
     if (!check.ok()) {
       counters.add(counter_pair, switch_delivery::kOffloadInvalid);
       counters.offload_invalid.add(counter_pair, static_cast<size_t>(check.reason));
-      return 0;
+      return false;
     }
     layout = check.layout;
   }
+  if (longest_on_link(frame, layout) > mtu_frame_limit(sender_mtu)) {
+    counters.add(counter_pair, switch_delivery::kIngressOverMtu);
+    return false;
+  }
+  return true;
+}
+
+size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair,
+                          const virtio::NetHeader& header, std::span<const std::byte> frame, const OffloadLayout& layout,
+                          SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
   // Inside read(): the members' injectors stay valid (leave() waits for us).
   return members_.read([&](const Members& members) -> size_t {
     if (decision.kind == ForwardKind::kUnicast) {
@@ -264,9 +270,11 @@ size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint6
 }
 
 void SwitchHub::forward_from_uplink(Uplink& uplink, Packet& packet) {
+  OffloadLayout layout;
+  if (!admit(packet.header, packet.frame, kUplinkSenderFeatures, 0, uplink.delivery, 0, layout)) return;
   const ForwardDecision decision = switch_.forward(packet.frame, uplink.id, SwitchClock::now(), uplink.forwarding);
   if (decision.kind == ForwardKind::kDrop) return;
-  (void)deliver(decision, uplink.id, kUplinkSenderFeatures, mac_pair_hash(packet.frame), packet.header, packet.frame,
+  (void)deliver(decision, uplink.id, mac_pair_hash(packet.frame), packet.header, packet.frame, layout,
                 uplink.delivery, 0);
 }
 
@@ -284,7 +292,7 @@ nlohmann::json SwitchHub::stats() const {
                                      {"forwarding", reasons_json(forwarding)},
                                      {"learn", learn_json(forwarding)},
                                      {"delivery", delivery_json(uplink_->delivery)},
-                                     {"offload_invalid", offload_invalid_json(uplink_->delivery)},
+                                     {"offload_invalid", offload_invalid_json(uplink_->delivery.offload_invalid)},
                                      {"queue_full", uplink_->link->queue_full()},
                                      {"tap", uplink_->link->tap().stats()}};
     } else {
@@ -320,14 +328,14 @@ SwitchBackend::~SwitchBackend() {
 }
 
 std::string SwitchBackend::describe() const {
-  return fmt::format("switch port {} (id {}, {}, {} queue pairs)", name_, id_, attached() ? "attached" : "detached",
-                     queue_pairs());
+  return fmt::format("switch port {} (id {}, {}, {} queue pairs{})", name_, id_, attached() ? "attached" : "detached",
+                     queue_pairs(), mtu() != 0 ? fmt::format(", MTU {}", mtu()) : std::string());
 }
 
 void SwitchBackend::attach(RxInjector& injector) {
   if (attached()) detach();
   PortBackend::attach(injector);
-  hub_.join(SwitchHub::Member{id_, &injector, name_, &guest_features_});
+  hub_.join(SwitchHub::Member{id_, &injector, name_, &guest_features_, &mtu_});
   attached_.store(true, std::memory_order_relaxed);  // relaxed: see the member's comment
 }
 
@@ -342,6 +350,11 @@ void SwitchBackend::detach() {
 
 void SwitchBackend::features_changed(uint64_t features) {
   guest_features_.store(features, std::memory_order_relaxed);  // relaxed: see the member's comment
+}
+
+void SwitchBackend::mtu_changed(uint32_t mtu) {
+  mtu_.store(mtu, std::memory_order_relaxed);  // relaxed: see the member's comment
+  spdlog::info("switch port {}: MTU {}", name_, mtu);
 }
 
 TxBurstResult SwitchBackend::transmit_burst(uint32_t pair, std::span<const TxFrame> frames) {
@@ -367,13 +380,15 @@ bool SwitchBackend::forward_one(uint32_t pair, PacketPtr packet) {
     delivery_.add(pair, switch_delivery::kIngressDetached);
     return false;
   }
+  // relaxed: the features are a value on their own (see the member's comment).
+  const uint64_t features = guest_features_.load(std::memory_order_relaxed);
+  OffloadLayout layout;
+  if (!hub_.admit(packet->header, packet->frame, features, mtu(), delivery_, pair, layout)) return false;
   const ForwardDecision decision =
       hub_.switch_.forward(packet->frame, id_, SwitchClock::now(), forwarding_[pair].counters);
   if (decision.kind == ForwardKind::kDrop) return false;
-  // relaxed: the features are a value on their own (see the member's comment).
-  const uint64_t features = guest_features_.load(std::memory_order_relaxed);
   const virtio::NetHeader header = packet->header;
-  return hub_.deliver(decision, id_, features, pair, header, packet->frame, delivery_, pair, &packet) > 0;
+  return hub_.deliver(decision, id_, pair, header, packet->frame, layout, delivery_, pair, &packet) > 0;
 }
 
 ForwardingStats SwitchBackend::forwarding() const noexcept {
@@ -387,10 +402,11 @@ nlohmann::json SwitchBackend::stats() const {
   return nlohmann::json{{"id", id_},
                         {"name", name_},
                         {"attached", attached()},
+                        {"mtu", mtu()},
                         {"forwarding", reasons_json(stats)},
                         {"learn", learn_json(stats)},
                         {"delivery", delivery_json(delivery_)},
-                        {"offload_invalid", offload_invalid_json(delivery_)},
+                        {"offload_invalid", offload_invalid_json(delivery_.offload_invalid)},
                         {"bad_pair", bad_pair_.load(std::memory_order_relaxed)}};  // relaxed: a statistic
 }
 

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "uvhost/backends/net_features.h"
+
 namespace uvhost::backends {
 namespace {
 
@@ -44,6 +46,9 @@ std::unique_ptr<SwitchUplink> SwitchUplink::open(const TapBackendOptions& option
   one_queue.queue_pairs = 1;
   std::unique_ptr<TapBackend> tap = TapBackend::open(one_queue, error);
   if (!tap) return nullptr;
+  // The switch takes whatever the host hands it (and fits it to each guest): every
+  // receive offload the kernel knows.
+  tap->features_changed(tap->offered_features() & net_feature::kGuestOffloads);
   const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   const int stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

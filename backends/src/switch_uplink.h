@@ -3,7 +3,8 @@
 //
 // Contract
 // --------
-//  - open(options, error): a TapBackend with one queue; nullptr and `error` on failure.
+//  - open(options, error): a TapBackend with one queue, its receive offloads
+//    (TUNSETOFFLOAD) set to every one the kernel takes; nullptr and `error` on failure.
 //  - start(on_frame): starts the thread. It waits (epoll) on the tap fd (edge-
 //    triggered), a wake eventfd and a stop eventfd. Every frame read from the tap is
 //    handed to on_frame(packet) on that thread (the packet is reused afterwards).

@@ -20,14 +20,10 @@ namespace {
 using testing::Bytes;
 using testing::L4Checksum;
 using testing::OffloadFrameSpec;
+using testing::slice;
 
 constexpr uint64_t kAllHost = testing::kAllHostOffloads;
 constexpr uint8_t kFin = 0x01, kPsh = 0x08, kAck = 0x10, kCwr = 0x80;
-
-Bytes slice(const Bytes& bytes, size_t offset, size_t length) {
-  const auto begin = bytes.begin() + static_cast<std::ptrdiff_t>(offset);
-  return Bytes(begin, begin + static_cast<std::ptrdiff_t>(length));
-}
 
 // A guest's GSO frame: partial checksum, and (as some senders do) IP length fields of 0.
 OffloadFrameSpec guest_frame(bool ipv6, uint8_t protocol, size_t payload) {
@@ -58,22 +54,6 @@ Segmented segment(const OffloadFrameSpec& spec, uint8_t gso_type, uint16_t gso_s
   return out;
 }
 
-// What each segment of a TCP or USO frame must be, built from the spec.
-OffloadFrameSpec expected_piece(const OffloadFrameSpec& spec, size_t index, size_t count, size_t gso_size,
-                                bool partial) {
-  OffloadFrameSpec expected = spec;
-  const size_t offset = index * gso_size;
-  const size_t bytes = index + 1 == count ? spec.payload.size() - offset : gso_size;
-  expected.payload = slice(spec.payload, offset, bytes);
-  expected.seq = spec.seq + static_cast<uint32_t>(offset);
-  expected.ip_id = static_cast<uint16_t>(spec.ip_id + index);
-  expected.ip_length.reset();
-  if (index + 1 != count) expected.tcp_flags &= static_cast<uint8_t>(~(kFin | kPsh));
-  if (index != 0) expected.tcp_flags &= static_cast<uint8_t>(~kCwr);
-  expected.checksum = partial ? L4Checksum::kPartial : L4Checksum::kFull;
-  return expected;
-}
-
 // Byte-exact comparison of every segment with its expectation, and the checks each
 // segment passes on its own: checksums, lengths, the payload re-assembled.
 void expect_payload_segments(const OffloadFrameSpec& spec, const Segmented& out, size_t gso_size, bool partial) {
@@ -83,7 +63,7 @@ void expect_payload_segments(const OffloadFrameSpec& spec, const Segmented& out,
   Bytes reassembled;
   for (size_t i = 0; i < out.segments.size(); ++i) {
     const Packet& segment = *out.segments[i];
-    const Bytes expected = testing::offload_frame(expected_piece(spec, i, out.segments.size(), gso_size, partial));
+    const Bytes expected = testing::offload_frame(testing::segment_spec(spec, i, out.segments.size(), gso_size, partial));
     ASSERT_EQ(segment.frame, expected) << "segment " << i;
     EXPECT_TRUE(testing::ip_checksum_valid(segment.frame, at.l3)) << i;
     if (!partial) {

@@ -1,6 +1,8 @@
-// offload_adapt_test.cpp - which GSO frames a guest may receive, segments injected for
-// one that may not (partial or full checksums by its GUEST_CSUM, stopping at a refusal),
-// and software completion of partial checksums for a guest without GUEST_CSUM.
+// offload_adapt_test.cpp - what a receiver needs done to a frame (offload_fit), the
+// header it gets, IPv6 fragment ids, which GSO frames a guest may receive, segments
+// injected for one that may not (partial or full checksums by its GUEST_CSUM, stopping
+// at a refusal), and software completion of partial checksums for a guest without
+// GUEST_CSUM.
 #include "uvhost/backends/offload_adapt.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +40,54 @@ TEST(OffloadAdapt, GsoNeedsTheMatchingGuestFeature) {
   EXPECT_FALSE(gso_acceptable(gso(virtio::kNetGsoUdpL4), kCsum | bit(kGuestUso4)));
   EXPECT_TRUE(gso_acceptable(gso(virtio::kNetGsoUdpL4), kCsum | bit(kGuestUso4) | bit(kGuestUso6)));
   EXPECT_FALSE(gso_acceptable(gso(42), ~uint64_t{0}));  // unknown type
+}
+
+// What a receiver needs done: segmentation first (a GSO frame it cannot take), then
+// a checksum completed (a partial checksum without GUEST_CSUM), else nothing.
+TEST(OffloadAdapt, FitSegmentsThenCompletesThenPassesAsItIs) {
+  testing::OffloadFrameSpec spec;
+  spec.payload = testing::payload_pattern(3000);
+  spec.checksum = testing::L4Checksum::kPartial;
+  const testing::Bytes frame = testing::offload_frame(spec);
+  const virtio::NetHeader tso = testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448);
+  const OffloadLayout gso_layout = validate_offload(tso, frame, testing::kAllHostOffloads).layout;
+  const virtio::NetHeader partial = testing::gso_header(spec, virtio::kNetGsoNone, 0);
+  const OffloadLayout partial_layout = validate_offload(partial, frame, testing::kAllHostOffloads).layout;
+  using F = OffloadFit;
+  EXPECT_EQ(offload_fit(tso, gso_layout, 0), F::kSegment);
+  EXPECT_EQ(offload_fit(tso, gso_layout, kCsum), F::kSegment);
+  EXPECT_EQ(offload_fit(tso, gso_layout, kCsum | bit(net_feature::kGuestTso4)), F::kAsIs);
+  EXPECT_EQ(offload_fit(partial, partial_layout, 0), F::kCompleteChecksum);
+  EXPECT_EQ(offload_fit(partial, partial_layout, kCsum), F::kAsIs);
+  EXPECT_EQ(offload_fit({}, OffloadLayout{}, 0), F::kAsIs);
+}
+
+TEST(OffloadAdapt, DeliveredHeaderKeepsOnlyNeedsCsumAndNoBufferCount) {
+  virtio::NetHeader header = gso(virtio::kNetGsoTcpV6);
+  header.flags |= virtio::kNetHdrFlagDataValid | virtio::kNetHdrFlagRscInfo;
+  header.num_buffers = 7;
+  header.hdr_len = 74;
+  virtio::NetHeader expected = header;
+  expected.flags = virtio::kNetHdrFlagNeedsCsum;
+  expected.num_buffers = 0;
+  EXPECT_EQ(delivered_header(header), expected);
+  virtio::NetHeader valid_only;
+  valid_only.flags = virtio::kNetHdrFlagDataValid;
+  EXPECT_EQ(delivered_header(valid_only), virtio::NetHeader{});
+}
+
+TEST(OffloadAdapt, FragmentIdsOnlyForUfoOverIpv6AndNeverTheSameTwiceInARow) {
+  Ipv6FragmentIds ids;
+  OffloadLayout layout;
+  layout.kind = GsoKind::kUfo;
+  layout.ipv6 = true;
+  const uint32_t first = ids.for_layout(layout);
+  EXPECT_EQ(ids.for_layout(layout), first + 1);
+  layout.ipv6 = false;
+  EXPECT_EQ(ids.for_layout(layout), 0u);
+  layout.kind = GsoKind::kTcp;
+  layout.ipv6 = true;
+  EXPECT_EQ(ids.for_layout(layout), 0u);
 }
 
 TEST(OffloadAdapt, SegmentsAreInjectedInOrderWithChecksumsForTheReceiver) {

@@ -10,6 +10,7 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -216,6 +217,39 @@ inline virtio::NetHeader gso_header(const OffloadFrameSpec& spec, uint8_t gso_ty
   header.csum_start = static_cast<uint16_t>(at.l4);
   header.csum_offset = spec.protocol == IPPROTO_TCP ? 16 : 6;
   return header;
+}
+
+inline Bytes slice(const Bytes& bytes, size_t offset, size_t length) {
+  const auto begin = bytes.begin() + static_cast<std::ptrdiff_t>(offset);
+  return Bytes(begin, begin + static_cast<std::ptrdiff_t>(length));
+}
+
+// Segment `index` of the `count` a TCP or USO frame of `spec` is cut into at gso_size,
+// as software segmentation must make it: its piece of the payload, the sequence number
+// and IPv4 id advanced, FIN and PSH on the last segment only, CWR on the first only,
+// fresh IP lengths, the transport checksum full or partial.
+inline OffloadFrameSpec segment_spec(const OffloadFrameSpec& spec, size_t index, size_t count, size_t gso_size,
+                                     bool partial) {
+  constexpr uint8_t kFin = 0x01, kPsh = 0x08, kCwr = 0x80;
+  OffloadFrameSpec expected = spec;
+  const size_t offset = index * gso_size;
+  const size_t bytes = index + 1 == count ? spec.payload.size() - offset : gso_size;
+  expected.payload = slice(spec.payload, offset, bytes);
+  expected.seq = spec.seq + static_cast<uint32_t>(offset);
+  expected.ip_id = static_cast<uint16_t>(spec.ip_id + index);
+  expected.ip_length.reset();
+  if (index + 1 != count) expected.tcp_flags &= static_cast<uint8_t>(~(kFin | kPsh));
+  if (index != 0) expected.tcp_flags &= static_cast<uint8_t>(~kCwr);
+  expected.checksum = partial ? L4Checksum::kPartial : L4Checksum::kFull;
+  return expected;
+}
+
+// Every segment's frame (segment_spec), in order; at least one.
+inline std::vector<Bytes> expected_segments(const OffloadFrameSpec& spec, size_t gso_size, bool partial) {
+  const size_t count = std::max<size_t>((spec.payload.size() + gso_size - 1) / gso_size, 1);
+  std::vector<Bytes> out;
+  for (size_t i = 0; i < count; ++i) out.push_back(offload_frame(segment_spec(spec, i, count, gso_size, partial)));
+  return out;
 }
 
 // The IPv4 header checksum verifies (true for IPv6, which has none).

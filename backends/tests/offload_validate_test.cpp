@@ -373,6 +373,53 @@ TEST(OffloadValidate, PayloadThatFitsOneSegmentIsOneSegment) {
             2u);
 }
 
+// Only the headers at hand (a copy of the frame's first bytes): the same layout as with
+// the whole frame; headers cut off by the head are refused as a frame cut there would be.
+TEST(OffloadValidate, HeadHoldingTheHeadersGivesTheWholeFramesLayout) {
+  OffloadFrameSpec spec = tcp4(20000);
+  spec.tcp_options = Bytes(12, std::byte{1});
+  const Bytes frame = testing::offload_frame(spec);
+  const virtio::NetHeader header = gso_header(spec, virtio::kNetGsoTcpV4, 1448);
+  const OffloadCheck whole = validate_offload(header, frame, kAllHost);
+  ASSERT_TRUE(whole.ok());
+  const size_t headers = testing::offsets_of(spec).payload;
+  const OffloadCheck head = validate_offload_head(header, prefix(frame, headers), frame.size(), kAllHost);
+  ASSERT_TRUE(head.ok()) << to_string(head.reason);
+  EXPECT_EQ(head.layout.frame_bytes, frame.size());
+  EXPECT_EQ(head.layout.payload_offset, whole.layout.payload_offset);
+  EXPECT_EQ(head.layout.segments, whole.layout.segments);
+  EXPECT_EQ(head.layout.max_segment_bytes, whole.layout.max_segment_bytes);
+  // The TCP header's options not all in the head: refused like a frame cut there.
+  EXPECT_EQ(validate_offload_head(header, prefix(frame, headers - 1), frame.size(), kAllHost).reason,
+            R::kBadTransportHeader);
+  EXPECT_EQ(validate_offload_head(header, prefix(frame, 20), frame.size(), kAllHost).reason, R::kBadIpHeader);
+  // Ranges and lengths are the whole frame's, not the head's.
+  virtio::NetHeader partial;
+  partial.flags = virtio::kNetHdrFlagNeedsCsum;
+  partial.csum_start = static_cast<uint16_t>(frame.size() - 10);
+  partial.csum_offset = 8;
+  EXPECT_TRUE(validate_offload_head(partial, prefix(frame, 64), frame.size(), kAllHost).ok());
+  partial.csum_offset = 9;
+  EXPECT_EQ(validate_offload_head(partial, prefix(frame, 64), frame.size(), kAllHost).reason,
+            R::kChecksumOutsideFrame);
+  // A head longer than the frame is cut to the frame: no header read past frame_bytes.
+  virtio::NetHeader no_hint = header;
+  no_hint.hdr_len = 0;
+  EXPECT_EQ(validate_offload_head(no_hint, frame, headers - 1, kAllHost).reason, R::kBadTransportHeader);
+}
+
+TEST(OffloadValidate, HasOffloadsIsNeedsCsumOrAGsoType) {
+  virtio::NetHeader header;
+  EXPECT_FALSE(has_offloads(header));
+  header.flags = virtio::kNetHdrFlagDataValid;
+  EXPECT_FALSE(has_offloads(header));
+  header.flags = virtio::kNetHdrFlagNeedsCsum;
+  EXPECT_TRUE(has_offloads(header));
+  header.flags = 0;
+  header.gso_type = virtio::kNetGsoEcn;  // the ECN bit alone: validation refuses it
+  EXPECT_TRUE(has_offloads(header));
+}
+
 TEST(OffloadValidate, RefusedLayoutIsEmpty) {
   const OffloadFrameSpec spec = tcp4();
   const OffloadCheck check = validate_offload(gso_header(spec, virtio::kNetGsoTcpV4, 0), testing::offload_frame(spec), kAllHost);

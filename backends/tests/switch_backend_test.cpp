@@ -1,13 +1,17 @@
 // switch_backend_test.cpp - SwitchHub and its ports: learning and unicast, floods,
-// hairpin drops, detach flushing MACs, inject failures, offloads fitted per receiver
-// (GSO segmented in software for a guest without TSO, invalid offload headers dropped),
-// transmit from four threads while ports attach and detach (run it under TSan), and
-// a tap uplink in a private network namespace.
+// hairpin drops, detach flushing MACs, inject failures, the offloads a port offers and
+// how they are fitted per receiver (GSO segmented in software for a guest without TSO,
+// no flag or gso_type a receiver did not negotiate, invalid offload headers dropped),
+// MTU on ingress and per receiver, transmit from four threads while ports attach and
+// detach (run it under TSan), and a tap uplink in a private network namespace (floods,
+// learning, and its GSO super-frames whole or segmented per guest).
 #include "uvhost/backends/switch_backend.h"
 
 #include <net/if.h>
 
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -252,22 +256,7 @@ testing::OffloadFrameSpec tso_spec(const Mac& destination, size_t payload = 1000
   return spec;
 }
 
-// The segments expected from `spec` cut at `gso_size` (checksums full or partial).
-std::vector<Bytes> expected_segments(const testing::OffloadFrameSpec& spec, size_t gso_size, bool partial) {
-  std::vector<Bytes> out;
-  for (size_t offset = 0, i = 0; offset < spec.payload.size(); offset += gso_size, ++i) {
-    testing::OffloadFrameSpec piece = spec;
-    const size_t bytes = std::min(gso_size, spec.payload.size() - offset);
-    const auto begin = spec.payload.begin() + static_cast<std::ptrdiff_t>(offset);
-    piece.payload.assign(begin, begin + static_cast<std::ptrdiff_t>(bytes));
-    piece.seq = spec.seq + static_cast<uint32_t>(offset);
-    piece.ip_id = static_cast<uint16_t>(spec.ip_id + i);
-    if (offset + bytes < spec.payload.size()) piece.tcp_flags &= static_cast<uint8_t>(~0x09);  // FIN, PSH
-    piece.checksum = partial ? testing::L4Checksum::kPartial : testing::L4Checksum::kFull;
-    out.push_back(testing::offload_frame(piece));
-  }
-  return out;
-}
+using testing::expected_segments;
 
 TEST_F(SwitchTest, GsoGoesWholeToGuestsThatTakeItAndSegmentedToOthers) {
   a_->features_changed(testing::kAllHostOffloads);
@@ -397,6 +386,198 @@ TEST_F(SwitchTest, PartialChecksumIsCompletedForAGuestWithoutGuestCsum) {
   a_->features_changed(0);
   EXPECT_FALSE(a_->transmit(0, header, partial));
   EXPECT_EQ(a_->offload_invalid(OffloadReason::kChecksumNotNegotiated), 1u);
+}
+
+TEST_F(SwitchTest, OffersEveryOffloadItCanFitToAReceiver) {
+  EXPECT_EQ(a_->offered_features(), net_feature::kHostOffloads | net_feature::kGuestOffloads);
+  EXPECT_EQ(net_feature::offload_dependency_violation(a_->offered_features()), "");
+}
+
+// One guest's frame of each kind the switch fits, sent with the header a Linux guest
+// uses (kAllHostOffloads negotiated).
+struct GuestFrame {
+  std::string what;
+  testing::OffloadFrameSpec spec;
+  virtio::NetHeader header;
+};
+
+std::vector<GuestFrame> every_kind_of_frame() {
+  std::vector<GuestFrame> out;
+  const auto add = [&](std::string what, bool ipv6, uint8_t protocol, size_t payload, uint8_t gso_type,
+                       uint16_t gso_size) {
+    testing::OffloadFrameSpec spec = tso_spec(kBroadcast, payload);
+    spec.ipv6 = ipv6;
+    spec.protocol = protocol;
+    if ((gso_type & virtio::kNetGsoEcn) != 0) spec.tcp_flags |= 0x80;  // CWR
+    out.push_back({std::move(what), spec, testing::gso_header(spec, gso_type, gso_size)});
+  };
+  add("tso4", false, IPPROTO_TCP, 5000, virtio::kNetGsoTcpV4, 1448);
+  add("tso4-ecn", false, IPPROTO_TCP, 5000, virtio::kNetGsoTcpV4 | virtio::kNetGsoEcn, 1448);
+  add("tso6", true, IPPROTO_TCP, 5000, virtio::kNetGsoTcpV6, 1428);
+  add("ufo4", false, IPPROTO_UDP, 4000, virtio::kNetGsoUdp, 1480);
+  add("ufo6", true, IPPROTO_UDP, 4000, virtio::kNetGsoUdp, 1448);
+  add("uso4", false, IPPROTO_UDP, 4000, virtio::kNetGsoUdpL4, 1472);
+  add("uso6", true, IPPROTO_UDP, 4000, virtio::kNetGsoUdpL4, 1452);
+  add("partial-tcp", false, IPPROTO_TCP, 300, virtio::kNetGsoNone, 0);
+  add("partial-udp6", true, IPPROTO_UDP, 300, virtio::kNetGsoNone, 0);
+  // A plain frame whose sender set DATA_VALID (a driver must not).
+  testing::OffloadFrameSpec plain = tso_spec(kBroadcast, 300);
+  plain.checksum = testing::L4Checksum::kFull;
+  virtio::NetHeader data_valid;
+  data_valid.flags = virtio::kNetHdrFlagDataValid;
+  out.push_back({"plain-data-valid", plain, data_valid});
+  return out;
+}
+
+// What a receiver with `features` may be handed with gso_type, written out from the
+// spec (virtio 1.2, 5.1.6.4), apart from the switch's own gso_acceptable.
+bool may_receive_gso(uint8_t gso_type, uint64_t features) {
+  const auto has = [features](unsigned b) { return net_feature::has(features, b); };
+  if (gso_type == virtio::kNetGsoNone) return true;
+  if (!has(net_feature::kGuestCsum)) return false;
+  if ((gso_type & virtio::kNetGsoEcn) != 0 && !has(net_feature::kGuestEcn)) return false;
+  switch (gso_type & ~virtio::kNetGsoEcn) {
+    case virtio::kNetGsoTcpV4: return has(net_feature::kGuestTso4);
+    case virtio::kNetGsoTcpV6: return has(net_feature::kGuestTso6);
+    case virtio::kNetGsoUdp: return has(net_feature::kGuestUfo);
+    case virtio::kNetGsoUdpL4: return has(net_feature::kGuestUso4) && has(net_feature::kGuestUso6);
+    default: return false;
+  }
+}
+
+// Every kind of frame from a guest with every transmit offload, to receivers with
+// every shape of receive features: no receiver ever gets a flag without GUEST_CSUM,
+// any flag but NEEDS_CSUM, or a gso_type it did not negotiate; whatever it gets without
+// a flag has a correct transport checksum (IP fragments aside: their checksum spans
+// the datagram); and every copy is delivered.
+TEST_F(SwitchTest, NoGuestGetsAFlagOrGsoItDidNotNegotiate) {
+  namespace nf = net_feature;
+  using nf::kGuestOffloads;
+  a_->features_changed(testing::kAllHostOffloads);
+  const std::vector<uint64_t> receivers = {
+      0,
+      bit(nf::kGuestCsum),
+      bit(nf::kGuestCsum) | bit(nf::kGuestTso4),
+      bit(nf::kGuestCsum) | bit(nf::kGuestTso4) | bit(nf::kGuestTso6) | bit(nf::kGuestEcn),
+      bit(nf::kGuestCsum) | bit(nf::kGuestUfo) | bit(nf::kGuestUso4),  // USO needs both: none
+      kGuestOffloads,
+  };
+  const std::vector<GuestFrame> frames = every_kind_of_frame();
+  size_t sent = 0;
+  for (const uint64_t features : receivers) {
+    b_->features_changed(features);
+    c_->features_changed(kGuestOffloads & ~features);
+    for (const GuestFrame& frame : frames) {
+      ASSERT_TRUE(a_->transmit(0, frame.header, testing::offload_frame(frame.spec))) << frame.what;
+      ++sent;
+      for (auto [injector, taker] : {std::pair{&in_b_, features}, std::pair{&in_c_, kGuestOffloads & ~features}}) {
+        const auto got = injector->take();
+        ASSERT_FALSE(got.empty()) << frame.what;
+        const testing::FrameOffsets at = testing::offsets_of(frame.spec);
+        for (const auto& injected : got) {
+          const virtio::NetHeader& h = injected.packet->header;
+          const std::string where = frame.what + fmt::format(" to features {:#x}", taker);
+          EXPECT_EQ(h.flags & ~virtio::kNetHdrFlagNeedsCsum, 0) << where;
+          if (!nf::has(taker, nf::kGuestCsum)) {
+            EXPECT_EQ(h.flags, 0) << where;
+          }
+          EXPECT_TRUE(may_receive_gso(h.gso_type, taker)) << where << " got gso_type " << int{h.gso_type};
+          const bool fragment = (frame.header.gso_type & ~virtio::kNetGsoEcn) == virtio::kNetGsoUdp && got.size() > 1;
+          if (h.flags == 0 && !fragment) {
+            EXPECT_TRUE(testing::transport_checksum_valid(injected.packet->frame, at.l3, at.l4, frame.spec.ipv6,
+                                                          frame.spec.protocol))
+                << where;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(a_->delivery(switch_delivery::kDelivered), 2 * sent);
+  EXPECT_EQ(a_->delivery(switch_delivery::kOffloadInvalid), 0u);
+  EXPECT_GT(a_->delivery(switch_delivery::kSegmented), 0u);
+  EXPECT_GT(a_->delivery(switch_delivery::kChecksumCompleted), 0u);
+}
+
+// ---- MTU ---------------------------------------------------------------------------------
+
+// A plain frame of `bytes` from a to `destination`.
+Bytes sized(const Mac& destination, size_t bytes) {
+  Bytes out = frame(destination, kMacA, 7);
+  out.resize(bytes, std::byte{0x44});
+  return out;
+}
+
+TEST_F(SwitchTest, FramesLongerThanTheReceiversMtuAreNotDeliveredToIt) {
+  b_->mtu_changed(1500);  // c: no MTU
+  EXPECT_EQ(b_->mtu(), 1500u);
+  EXPECT_EQ(b_->stats().at("mtu"), 1500);
+  ASSERT_TRUE(a_->transmit(0, {}, sized(kBroadcast, 1500 + kMtuFrameOverhead)));  // one VLAN tag's room
+  EXPECT_EQ(in_b_.take().size(), 1u);
+  EXPECT_EQ(in_c_.take().size(), 1u);
+  ASSERT_TRUE(a_->transmit(0, {}, sized(kBroadcast, 1500 + kMtuFrameOverhead + 1)));
+  EXPECT_EQ(in_b_.take().size(), 0u);
+  EXPECT_EQ(in_c_.take().size(), 1u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kOverMtu), 1u);
+  EXPECT_EQ(a_->stats().at("delivery").at("over_mtu"), 1);
+  // To b alone: nothing delivered, so not taken.
+  ASSERT_TRUE(b_->transmit(0, {}, frame(kBroadcast, kMacB, 1)));
+  (void)in_a_.take();
+  (void)in_c_.take();
+  EXPECT_FALSE(a_->transmit(0, {}, sized(kMacB, 3000)));
+  EXPECT_EQ(a_->delivery(switch_delivery::kOverMtu), 2u);
+}
+
+// Segments keep the gso_size the sender set; a receiver whose MTU they do not fit gets
+// nothing (whole or segmented), one whose MTU they fit gets them.
+TEST_F(SwitchTest, GsoSegmentsLongerThanTheReceiversMtuAreNotDeliveredToIt) {
+  a_->features_changed(testing::kAllHostOffloads);
+  b_->features_changed(kGuestTso4);  // takes the frame whole
+  c_->features_changed(0);           // gets segments
+  const testing::OffloadFrameSpec spec = tso_spec(kBroadcast);
+  const virtio::NetHeader header = testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448);  // 1502-byte segments
+  b_->mtu_changed(1500);
+  c_->mtu_changed(1500);
+  ASSERT_TRUE(a_->transmit(0, header, testing::offload_frame(spec)));
+  EXPECT_EQ(in_b_.take().size(), 1u);
+  const auto to_c = in_c_.take();
+  ASSERT_EQ(to_c.size(), 7u);
+  for (const auto& segment : to_c) EXPECT_LE(segment.packet->frame.size(), 1502u);
+  b_->mtu_changed(1483);  // 1501-byte frames: one byte short
+  c_->mtu_changed(1483);
+  EXPECT_FALSE(a_->transmit(0, header, testing::offload_frame(spec)));
+  EXPECT_EQ(in_b_.size(), 0u);
+  EXPECT_EQ(in_c_.size(), 0u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kOverMtu), 2u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kSegmented), 1u);
+}
+
+// A sender longer than its own MTU: dropped before the switch looks at it (nothing
+// learned, nothing delivered); GSO whose segments would be, too.
+TEST_F(SwitchTest, FramesLongerThanTheSendersMtuAreDropped) {
+  a_->features_changed(testing::kAllHostOffloads);
+  a_->mtu_changed(1500);
+  EXPECT_FALSE(a_->transmit(0, {}, sized(kBroadcast, 1519)));
+  EXPECT_FALSE(hub_.table().lookup(mac_address(kMacA), SwitchClock::now()));
+  const testing::OffloadFrameSpec spec = tso_spec(kBroadcast);
+  EXPECT_FALSE(a_->transmit(0, testing::gso_header(spec, virtio::kNetGsoTcpV4, 1465), testing::offload_frame(spec)));
+  EXPECT_EQ(in_b_.size() + in_c_.size(), 0u);
+  EXPECT_EQ(a_->delivery(switch_delivery::kIngressOverMtu), 2u);
+  EXPECT_EQ(a_->stats().at("delivery").at("ingress_over_mtu"), 2);
+  EXPECT_EQ(a_->forwarding().frames(), 0u);
+  // Within it: forwarded (segments of 14 + 20 + 20 + 1464 bytes: the MTU frame).
+  EXPECT_TRUE(a_->transmit(0, {}, sized(kBroadcast, 1518)));
+  EXPECT_TRUE(a_->transmit(0, testing::gso_header(spec, virtio::kNetGsoTcpV4, 1464), testing::offload_frame(spec)));
+}
+
+TEST(SwitchHub, PortsTakeTheirMtuFromAddPortUntilTheFrontendSetsOne) {
+  SwitchHub hub;
+  auto jumbo = hub.add_port("jumbo", 1, 9000);
+  auto open = hub.add_port("open", 1);
+  EXPECT_EQ(jumbo->mtu(), 9000u);
+  EXPECT_EQ(open->mtu(), 0u);  // none: no limit
+  EXPECT_NE(jumbo->describe().find("MTU 9000"), std::string::npos) << jumbo->describe();
+  jumbo->mtu_changed(1500);
+  EXPECT_EQ(jumbo->mtu(), 1500u);
 }
 
 // ---- threads -----------------------------------------------------------------------------
@@ -558,6 +739,71 @@ TEST_F(SwitchUplinkTest, TapUplinkSeesFloodsAndItsFramesReachThePort) {
   a.reset();
   hub.reset();
   EXPECT_EQ(::if_nametoindex("uvsw-up"), 0u);
+}
+
+// The uplink's tap hands the switch GSO super-frames (its TUNSETOFFLOAD takes every
+// receive offload): a guest that negotiated TSO4 gets one whole, a guest without any
+// receive offload gets it segmented, with full checksums.
+TEST_F(SwitchUplinkTest, TapUplinkGsoGoesWholeToAGuestWithTsoAndSegmentedToOneWithout) {
+  auto hub = std::make_unique<SwitchHub>();
+  TapBackendOptions options;
+  options.name = "uvsw-gso";
+  std::string error;
+  ASSERT_TRUE(hub->add_tap_uplink(options, error)) << error;
+  const TapBackend* tap = hub->uplink_tap();
+  const unsigned flags = hub->stats().at("uplink").at("tap").at("offload_flags").get<unsigned>();
+  constexpr unsigned kWanted = tun_offload::kCsum | tun_offload::kTso4 | tun_offload::kTso6 | tun_offload::kTsoEcn;
+  EXPECT_EQ(flags & kWanted, kWanted) << std::hex << flags;
+  testing::Fd host = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
+  ASSERT_TRUE(host.valid());
+
+  CollectingInjector in_a(1), in_b(1);
+  auto a = hub->add_port("a", 1);
+  auto b = hub->add_port("b", 1);
+  a->features_changed(kGuestTso4);
+  b->features_changed(0);
+  a->attach(in_a);
+  b->attach(in_b);
+  ASSERT_TRUE(a->transmit(0, {}, frame(kBroadcast, kMacA, 1)));  // learned: A on a, B on b
+  ASSERT_TRUE(b->transmit(0, {}, frame(kBroadcast, kMacB, 2)));
+  (void)in_a.take();
+  (void)in_b.take();
+
+  const auto send_gso = [&](const Mac& destination) {
+    testing::OffloadFrameSpec spec = tso_spec(destination, 10000);
+    spec.source = kMacC;
+    Bytes sent = testing::packet_vnet_header(testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448));
+    const Bytes gso_frame = testing::offload_frame(spec);
+    sent.insert(sent.end(), gso_frame.begin(), gso_frame.end());
+    EXPECT_TRUE(testing::packet_send(host.get(), tap->ifindex(), sent)) << std::strerror(errno);
+    return spec;
+  };
+  const testing::OffloadFrameSpec to_a = send_gso(kMacA);
+  ASSERT_TRUE(in_a.wait_for(1, 2s)) << "a never got the uplink's super-frame";
+  auto got_a = in_a.take();
+  ASSERT_EQ(got_a.size(), 1u);
+  EXPECT_EQ(got_a[0].packet->frame, testing::offload_frame(to_a));
+  EXPECT_EQ(got_a[0].packet->header.gso_type, virtio::kNetGsoTcpV4);
+  EXPECT_EQ(got_a[0].packet->header.gso_size, 1448);
+  EXPECT_EQ(got_a[0].packet->header.flags, virtio::kNetHdrFlagNeedsCsum);
+
+  const testing::OffloadFrameSpec to_b = send_gso(kMacB);
+  const std::vector<Bytes> expected = expected_segments(to_b, 1448, false);
+  ASSERT_TRUE(in_b.wait_for(expected.size(), 2s)) << "b got " << in_b.size() << " segments";
+  auto got_b = in_b.take();
+  ASSERT_EQ(got_b.size(), expected.size());
+  for (size_t i = 0; i < got_b.size(); ++i) {
+    EXPECT_EQ(got_b[i].packet->frame, expected[i]) << i;
+    EXPECT_EQ(got_b[i].packet->header, virtio::NetHeader{}) << i;
+    EXPECT_TRUE(testing::ipv4_tcp_checksums_valid(got_b[i].packet->frame)) << i;
+  }
+  const nlohmann::json uplink = hub->stats().at("uplink");
+  EXPECT_EQ(uplink.at("delivery").at("segmented"), 1);
+  EXPECT_EQ(uplink.at("delivery").at("segments"), expected.size());
+  EXPECT_EQ(uplink.at("delivery").at("delivered"), 2);
+  a.reset();
+  b.reset();
+  hub.reset();
 }
 
 }  // namespace

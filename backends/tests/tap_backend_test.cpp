@@ -253,17 +253,6 @@ int interface_mtu(const std::string& name) {
   return request.ifr_mtu;
 }
 
-// The 10-byte virtio_net_hdr of a packet socket with PACKET_VNET_HDR (host order).
-Bytes packet_vnet_header(uint8_t flags, uint8_t gso_type, uint16_t hdr_len, uint16_t gso_size, uint16_t csum_start,
-                         uint16_t csum_offset) {
-  const uint16_t fields[] = {hdr_len, gso_size, csum_start, csum_offset};
-  Bytes bytes(2 + sizeof(fields));
-  bytes[0] = std::byte{flags};
-  bytes[1] = std::byte{gso_type};
-  std::memcpy(bytes.data() + 2, fields, sizeof(fields));
-  return bytes;
-}
-
 // A TCPv4 super-frame of `frame_bytes` (Ethernet header included).
 testing::TcpFrameSpec tcp_spec_of(size_t frame_bytes) {
   testing::TcpFrameSpec spec;
@@ -330,8 +319,7 @@ TEST_F(TapBackendTest, SixtyFourKibSuperFramesPassBothWaysWhole) {
   // comes out of pull() whole, with its GSO header.
   tap->features_changed(mask(net_feature::kGuestCsum) | mask(net_feature::kGuestTso4));
   const Bytes largest = testing::tcp_frame(tcp_spec_of(65535));
-  Bytes sent = packet_vnet_header(virtio::kNetHdrFlagNeedsCsum, virtio::kNetGsoTcpV4,
-                                  static_cast<uint16_t>(l4 + testing::kTcpHeader), 1448, l4, 16);
+  Bytes sent = testing::packet_vnet_header(header);
   sent.insert(sent.end(), largest.begin(), largest.end());
   ASSERT_TRUE(testing::packet_send(peer.get(), tap->ifindex(), sent)) << std::strerror(errno);
   const auto pulled = pull_matching(*tap, 0, is_tcp_to_5001);

@@ -165,12 +165,6 @@ struct PacketVnetHeader {
 };
 static_assert(sizeof(PacketVnetHeader) == virtio::kNetHeaderSizeLegacy);
 
-Bytes packet_vnet_header(const PacketVnetHeader& header) {
-  Bytes bytes(sizeof(header));
-  std::memcpy(bytes.data(), &header, sizeof(header));
-  return bytes;
-}
-
 PacketVnetHeader tcp_gso_header() {
   PacketVnetHeader header{};
   header.flags = virtio::kNetHdrFlagNeedsCsum;
@@ -553,7 +547,7 @@ TEST_F(TapTest, OffloadsDecideWhetherTheTapHandsUsGsoOrSegments) {
   Fd inject = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
   ASSERT_TRUE(inject.valid());
   const Bytes frame = testing::tcp_frame({});
-  Bytes gso_packet = packet_vnet_header(tcp_gso_header());
+  Bytes gso_packet = testing::packet_vnet_header(tcp_gso_net_header());
   gso_packet.insert(gso_packet.end(), frame.begin(), frame.end());
   const size_t payload_offset = testing::kEthHeader + testing::kIpHeader + testing::kTcpHeader;
 

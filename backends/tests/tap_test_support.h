@@ -39,6 +39,8 @@
 #include <utility>
 #include <vector>
 
+#include "uvhost/virtio/net_header.h"
+
 extern char** environ;
 
 namespace uvhost::backends::testing {
@@ -459,6 +461,18 @@ inline bool is_icmp_echo_reply(const Bytes& packet, uint16_t id, uint16_t sequen
   const size_t at = size_t{get8(packet, 0) & 0x0fu} * 4;
   return packet.size() >= at + 8 && get8(packet, at) == 0 && get16(packet, at + 4) == id &&
          get16(packet, at + 6) == sequence;
+}
+
+// The 10-byte virtio_net_hdr a packet socket with PACKET_VNET_HDR puts before each
+// frame (host byte order; no num_buffers). (<linux/virtio_net.h> does not compile as
+// C++: a member named "class".)
+inline Bytes packet_vnet_header(const virtio::NetHeader& header) {
+  const uint16_t fields[] = {header.hdr_len, header.gso_size, header.csum_start, header.csum_offset};
+  Bytes bytes(2 + sizeof(fields));
+  bytes[0] = std::byte{header.flags};
+  bytes[1] = std::byte{header.gso_type};
+  std::memcpy(bytes.data() + 2, fields, sizeof(fields));
+  return bytes;
 }
 
 inline Fd packet_socket(unsigned ifindex, bool vnet_hdr = false) {

@@ -41,7 +41,15 @@
 //    limits.max_segments segments, or a segment (or, for UFO, the datagram) longer
 //    than an IP length field holds, is refused: the work one frame causes is bounded
 //    by its size and max_segments.
-//  Plain function, no state, no allocation; cost is the header parse (no payload read).
+//  validate_offload_head(header, head, frame_bytes, ...) is the same check for a frame
+//  of which only the first bytes are at hand (`head`, e.g. copied out of guest memory
+//  once): the headers are read from head only, while every length, range and count is
+//  the whole frame's (frame_bytes). A frame whose headers run past head is refused as
+//  if it ended there (the caller may look again with all of it). validate_offload(h,
+//  frame, ...) is validate_offload_head(h, frame, frame.size(), ...).
+//  has_offloads(header): the header asks for something (NEEDS_CSUM or a gso_type), so
+//  its frame needs this check before anything acts on it.
+//  Plain functions, no state, no allocation; cost is the header parse (no payload read).
 #pragma once
 
 #include <cstddef>
@@ -118,5 +126,12 @@ struct OffloadCheck {
 
 OffloadCheck validate_offload(const virtio::NetHeader& header, std::span<const std::byte> frame,
                               uint64_t sender_features, const OffloadLimits& limits = {}) noexcept;
+OffloadCheck validate_offload_head(const virtio::NetHeader& header, std::span<const std::byte> head,
+                                   size_t frame_bytes, uint64_t sender_features,
+                                   const OffloadLimits& limits = {}) noexcept;
+
+constexpr bool has_offloads(const virtio::NetHeader& header) noexcept {
+  return (header.flags & virtio::kNetHdrFlagNeedsCsum) != 0 || header.gso_type != virtio::kNetGsoNone;
+}
 
 }  // namespace uvhost::backends

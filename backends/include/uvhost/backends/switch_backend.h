@@ -5,8 +5,9 @@
 // Contract
 // --------
 //  Membership
-//  - SwitchHub::add_port(name, queue_pairs) makes a port (PortId unique for the hub's
-//    life, never reused, so a stale MAC entry cannot name a later port). It takes part
+//  - SwitchHub::add_port(name, queue_pairs, mtu) makes a port (PortId unique for the hub's
+//    life, never reused, so a stale MAC entry cannot name a later port), with the MTU
+//    given (none: no limit, see MTU below). It takes part
 //    in switching once attach(injector) has run: attach() adds {id, injector, name} to
 //    the hub's live member set, detach() removes it, waits until no thread can still
 //    be using the injector (the member set's grace period, below), then flushes the
@@ -21,10 +22,22 @@
 //    lock; attach()/detach() wait for a grace period, microseconds). Lookups are a
 //    linear scan (a handful of ports).
 //
+//  Offered features (offered_features()): CSUM and every HOST_* offload (the switch
+//  validates each frame and segments or completes it in software for a receiver that
+//  needs it) and every GUEST_* offload (such frames go on unchanged to a guest that
+//  negotiated the matching feature, and to the uplink tap).
+//
 //  Forwarding (SwitchBackend::transmit_burst(pair, frames), on pair's worker; each
 //  frame is copied out of guest memory once, so the decision and every copy see the
 //  same bytes)
 //  - A detached port's frames are dropped (ingress_detached), nothing learned.
+//  - Admission, before anything is learned from the frame: a frame with offloads
+//    (NEEDS_CSUM or a gso_type) is checked against the features its sender negotiated
+//    (validate_offload, offload_validate.h; a port's features are those it last got
+//    in features_changed(), the uplink tap may send every offload): one that fails is
+//    dropped (offload_invalid, and per reason in the stats). Then the sender's MTU: a
+//    frame longer than its MTU frame (below), or a GSO frame whose longest segment is,
+//    is dropped (ingress_over_mtu).
 //  - LearningSwitch::forward(frame, this port, steady_clock now, pair's counters)
 //    decides (switch_forwarding.h: learn the source MAC, then unicast / flood / drop
 //    with a reason, counted per pair). Drop: returns false.
@@ -34,22 +47,28 @@
 //    is a drop, counted (not_attached).
 //  - Flood: a copy to every member but this port (the uplink included). No other
 //    member: counted (no_target).
-//  - A frame with offloads (NEEDS_CSUM or a gso_type) is first checked against the
-//    features its sender negotiated (validate_offload, offload_validate.h; a port's
-//    features are those it last got in features_changed(), the uplink tap may send
-//    every offload): one that fails is dropped before any copy (offload_invalid, and
-//    per reason in the stats). Flags other than NEEDS_CSUM are not forwarded (the
-//    switch validated no checksum).
-//  - Before each copy: offloads fitted to the receiving guest (offload_adapt.h, using
-//    its port's features; the uplink tap takes everything): GSO it cannot take -> the
-//    frame is segmented in software and every segment injected (segmented counts the
-//    copies, segments the segments; a segment refused by the receiver ends that copy as
+//  - Before each copy: the receiver's MTU: a frame longer than its MTU frame, or a GSO
+//    frame whose longest segment is (whether it goes whole or segmented), is not
+//    delivered to it (over_mtu). Then offloads fitted to the receiving guest
+//    (offload_fit, offload_adapt.h, using its port's features; the uplink tap takes
+//    everything): GSO it cannot take -> the frame is segmented in software, with the
+//    gso_size its sender set, and every segment injected (segmented counts the copies,
+//    segments the segments; a segment refused by the receiver ends that copy as
 //    inject_failed); a partial checksum for a guest without GUEST_CSUM -> completed in
-//    software (checksum_completed). UFO over IPv6 takes its fragment ids from a counter
-//    of the hub (random start).
+//    software (checksum_completed). A guest without GUEST_CSUM never gets a flag, one
+//    without a GUEST_TSO*/UFO/USO feature never gets that gso_type; flags other than
+//    NEEDS_CSUM are never forwarded (the switch validated no checksum). UFO over IPv6
+//    takes its fragment ids from a counter of the hub (random start).
 //  - Per copy: delivered or inject_failed (the receiver's queue stopped or full: a port
 //    whose frontend is not connected ends here). Never waits.
 //  - Returns true when at least one copy was delivered.
+//
+//  MTU
+//  - A port's MTU: add_port's, then the frontend's NET_SET_MTU (mtu_changed(), the
+//    last one stays across connections); none (0) until one is given: no limit. Its
+//    MTU frame is the MTU plus an Ethernet header and one VLAN tag (kMtuFrameOverhead:
+//    a guest with MTU 1500 sends and takes frames of up to 1518 bytes). The uplink has
+//    no MTU here (its tap's MTU is the host kernel's business).
 //
 //  Uplink (SwitchHub::add_tap_uplink(options, error), at most one)
 //  - Opens a TapBackend with one queue (options.queue_pairs is ignored: 1) and makes it
@@ -60,13 +79,17 @@
 //    is refused: inject_failed for the sender, queue_full for the uplink) and written
 //    to the tap by that thread, so workers never make a tap system call and the tap
 //    has a single writer. Stopped (thread joined, member removed) by ~SwitchHub.
+//  - The tap's TUNSETOFFLOAD is every receive offload its kernel takes (the GUEST_*
+//    part of TapBackend::offered_features()): the host hands the switch partial
+//    checksums and GSO super-frames as they are, and the switch segments or completes
+//    them per receiving guest like any port's frames.
 //
 //  Counters and threads
 //  - Per pair: forwarding reasons and learn results (ForwardingCounters) and delivery
 //    counters, each written only by transmit(pair) (one thread per pair: port_backend.h)
 //    with relaxed load+store; the uplink has its own, written by its thread. Table
 //    counters: MacTable::stats(). All readable from any thread (relaxed).
-//  - SwitchBackend::stats(): {"id", "name", "attached", "forwarding": {reason: n},
+//  - SwitchBackend::stats(): {"id", "name", "attached", "mtu", "forwarding": {reason: n},
 //    "learn": {result: n}, "delivery": {counter: n}, "offload_invalid": {reason: n},
 //    "bad_pair"}.
 //  - SwitchHub::stats(): {"ports": [each port's stats()], "uplink": null or {"id",
@@ -81,10 +104,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "uvhost/backends/net_features.h"
+#include "uvhost/backends/offload_adapt.h"
+#include "uvhost/backends/offload_counters.h"
 #include "uvhost/backends/offload_validate.h"
 #include "uvhost/backends/pair_counters.h"
 #include "uvhost/backends/port_backend.h"
@@ -105,6 +132,8 @@ enum Counter : size_t {
   kSegments,           // ... the segments they became
   kChecksumCompleted,  // partial checksums completed for a guest without GUEST_CSUM
   kOffloadInvalid,     // frames dropped: offload header refused (validate_offload)
+  kOverMtu,            // copies not delivered: longer than the receiving port's MTU frame
+  kIngressOverMtu,     // frames dropped: longer than the sending port's MTU frame
   kIngressDetached,    // frames transmitted by a port that is not attached
   kCount
 };
@@ -120,8 +149,11 @@ struct SwitchDeliveryCounters {
   uint32_t pairs() const noexcept { return copies.pairs(); }
 
   PairCounters<switch_delivery::kCount> copies;
-  PairCounters<kOffloadReasonCount> offload_invalid;  // [OffloadReason]
+  OffloadInvalidCounters offload_invalid;
 };
+
+// An MTU's frame: the MTU plus the Ethernet header and one VLAN tag.
+inline constexpr size_t kMtuFrameOverhead = 14 + 4;
 
 struct SwitchHubOptions {
   MacTableConfig table;                                      // see switch_mac_table.h
@@ -141,7 +173,8 @@ class SwitchHub {
   SwitchHub(const SwitchHub&) = delete;
   SwitchHub& operator=(const SwitchHub&) = delete;
 
-  std::unique_ptr<SwitchBackend> add_port(std::string name, uint32_t queue_pairs);
+  std::unique_ptr<SwitchBackend> add_port(std::string name, uint32_t queue_pairs,
+                                          std::optional<uint32_t> mtu = std::nullopt);
   // false (error filled in) when the tap cannot be opened, or there is an uplink already.
   bool add_tap_uplink(const TapBackendOptions& options, std::string& error);
 
@@ -161,16 +194,22 @@ class SwitchHub {
     RxInjector* injector = nullptr;
     std::string name;
     const std::atomic<uint64_t>* guest_features = nullptr;  // nullptr: takes every offload (a tap)
+    const std::atomic<uint32_t>* mtu = nullptr;             // nullptr or 0: no limit
   };
   using Members = std::vector<Member>;
   struct Uplink;
 
-  // Copies of one frame to the decision's members; returns how many were delivered.
-  // `owned`, when it holds the Packet that `frame` lies in, is handed to the last
-  // member instead of a copy (a unicast frame is then never copied here at all);
+  // Admission (see the contract): the frame's offloads against its sender's features,
+  // its length against the sender's MTU (0: none). false: dropped, counted; else
+  // `layout` is the frame's (kind kNone without segmentation).
+  bool admit(const virtio::NetHeader& header, std::span<const std::byte> frame, uint64_t sender_features,
+             uint32_t sender_mtu, SwitchDeliveryCounters& counters, uint32_t counter_pair, OffloadLayout& layout);
+  // Copies of one admitted frame to the decision's members; returns how many were
+  // delivered. `owned`, when it holds the Packet that `frame` lies in, is handed to the
+  // last member instead of a copy (a unicast frame is then never copied here at all);
   // `frame` must not be used after deliver() returns then.
-  size_t deliver(const ForwardDecision& decision, PortId ingress, uint64_t sender_features, uint32_t pair,
-                 const virtio::NetHeader& header, std::span<const std::byte> frame, SwitchDeliveryCounters& counters,
+  size_t deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair, const virtio::NetHeader& header,
+                 std::span<const std::byte> frame, const OffloadLayout& layout, SwitchDeliveryCounters& counters,
                  uint32_t counter_pair, PacketPtr* owned = nullptr);
   bool deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
                     std::span<const std::byte> frame, const OffloadLayout& layout, SwitchDeliveryCounters& counters,
@@ -183,7 +222,7 @@ class SwitchHub {
 
   LearningSwitch switch_;
   sync::ReadMostly<Members> members_;
-  std::atomic<uint32_t> ipv6_fragment_ids_;  // relaxed fetch_add: ids need only differ
+  Ipv6FragmentIds ipv6_fragment_ids_;
 
   mutable std::mutex mutex_;           // ports_, next_id_, uplink_ (not the data path)
   std::vector<SwitchBackend*> ports_;  // every port made by add_port and not destroyed
@@ -202,7 +241,9 @@ class SwitchBackend final : public PortBackend {
 
   void attach(RxInjector& injector) override;
   void detach() override;
+  uint64_t offered_features() const noexcept override { return kOfferedFeatures; }
   void features_changed(uint64_t features) override;
+  void mtu_changed(uint32_t mtu) override;
   TxBurstResult transmit_burst(uint32_t pair, std::span<const TxFrame> frames) override;
 
   nlohmann::json stats() const override;
@@ -211,6 +252,7 @@ class SwitchBackend final : public PortBackend {
   const std::string& name() const noexcept { return name_; }
   uint32_t queue_pairs() const noexcept { return delivery_.pairs(); }
   bool attached() const noexcept { return attached_.load(std::memory_order_relaxed); }  // relaxed: a status
+  uint32_t mtu() const noexcept { return mtu_.load(std::memory_order_relaxed); }          // 0: none
   ForwardingStats forwarding() const noexcept;  // summed over the pairs
   uint64_t delivery(switch_delivery::Counter counter) const noexcept { return delivery_.total(counter); }
   uint64_t offload_invalid(OffloadReason reason) const noexcept {
@@ -219,6 +261,8 @@ class SwitchBackend final : public PortBackend {
 
  private:
   friend class SwitchHub;
+  static constexpr uint64_t kOfferedFeatures = net_feature::kHostOffloads | net_feature::kGuestOffloads;
+
   SwitchBackend(SwitchHub& hub, PortId id, std::string name, uint32_t queue_pairs);
 
   struct alignas(64) PairForwarding {
@@ -238,6 +282,9 @@ class SwitchBackend final : public PortBackend {
   // other ports' workers when they deliver to it) and which offloads it may send (read
   // by transmit()). relaxed: a value on its own, publishes nothing.
   std::atomic<uint64_t> guest_features_{0};
+  // This port's MTU (0: none), set by add_port() and mtu_changed() (control thread),
+  // read by every worker that forwards from or to this port. relaxed: as above.
+  std::atomic<uint32_t> mtu_{0};
   // Set by attach()/detach() (control thread, no traffic running), read by transmit().
   std::atomic<bool> attached_{false};
   std::atomic<uint64_t> bad_pair_{0};  // relaxed fetch_add: rare, any thread
