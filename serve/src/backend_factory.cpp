@@ -40,7 +40,7 @@ std::unique_ptr<backends::PortBackend> make_backend(const PortSpec& spec, backen
         error = fmt::format("{}: backend=switch but the daemon has no switch", spec.name);
         return nullptr;
       }
-      return hub->add_port(spec.name, spec.queue_pairs);
+      return hub->add_port(spec.name, spec.queue_pairs, spec.mtu);
   }
   error = fmt::format("{}: unknown backend", spec.name);
   return nullptr;

@@ -179,8 +179,12 @@ bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<
     error = "no socket path (sock=PATH)";
     return false;
   }
-  if ((seen.contains("tap") || seen.contains("mtu")) && spec.backend != BackendKind::kTap) {
-    error = "tap= and mtu= are for backend=tap";
+  if (seen.contains("tap") && spec.backend != BackendKind::kTap) {
+    error = "tap= is for backend=tap";
+    return false;
+  }
+  if (seen.contains("mtu") && spec.backend != BackendKind::kTap && spec.backend != BackendKind::kSwitch) {
+    error = "mtu= is for backend=tap and backend=switch";
     return false;
   }
   if ((seen.contains("rate") || seen.contains("size")) && spec.backend != BackendKind::kSource) {

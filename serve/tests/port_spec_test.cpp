@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "uvhost/serve/backend_factory.h"
+
 namespace uvhost::serve {
 namespace {
 
@@ -455,7 +457,8 @@ TEST(PortSpecTest, DatapathAndBackendKeys) {
 }
 
 TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
-  expect_refused("sock=/a,tap=uv0", "tap= and mtu= are for backend=tap");
+  expect_refused("sock=/a,tap=uv0", "tap= is for backend=tap");
+  expect_refused("sock=/a,backend=switch,tap=uv0", "tap= is for backend=tap");
   expect_refused("sock=/a,backend=loopback,rate=5", "rate= and size= are for backend=source");
   expect_refused("sock=/a,backend=source,size=20", "size '20' is not a number in 60..65535");
   expect_refused("sock=/a,workers=many", "workers 'many' unknown");
@@ -467,7 +470,7 @@ TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
   expect_refused("sock=/a,weight_bytes=0", "weight_bytes '0' is not a number");
 }
 
-TEST(PortSpecTest, MtuIsATapKeyFrom68To65535) {
+TEST(PortSpecTest, MtuIsATapAndSwitchKeyFrom68To65535) {
   std::string error;
   auto spec = parse_port_spec("sock=/a,backend=tap,mtu=9000", error);
   ASSERT_TRUE(spec) << error;
@@ -488,8 +491,30 @@ TEST(PortSpecTest, MtuIsATapKeyFrom68To65535) {
   expect_refused("sock=/a,backend=tap,mtu=65536", "mtu '65536' is not a number in 68..65535");
   expect_refused("sock=/a,backend=tap,mtu=", "'mtu' needs a value");
   expect_refused("sock=/a,backend=tap,mtu=1500,mtu=9000", "'mtu' given twice");
-  expect_refused("sock=/a,backend=switch,mtu=9000", "tap= and mtu= are for backend=tap");
-  expect_refused("sock=/a,mtu=1500", "tap= and mtu= are for backend=tap");
+  expect_refused("sock=/a,mtu=1500", "mtu= is for backend=tap and backend=switch");
+  expect_refused("sock=/a,backend=loopback,mtu=1500", "mtu= is for backend=tap and backend=switch");
+}
+
+// A switch port's MTU (switch_backend.h), from --port or the JSON config, reaches the
+// port the factory makes.
+TEST(PortSpecTest, SwitchPortsTakeAnMtu) {
+  std::string error;
+  auto spec = parse_port_spec("sock=/a,backend=switch,mtu=9000", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->mtu, std::optional<uint32_t>(9000));
+  EXPECT_NE(describe(*spec).find("switch mtu 9000"), std::string::npos) << describe(*spec);
+  EXPECT_FALSE(parse_port_spec("sock=/a,backend=switch", error)->mtu.has_value());  // none: no limit
+  auto ports = parse_config(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": "switch", "mtu": 1500}]})"),
+                            error);
+  ASSERT_TRUE(ports) << error;
+  EXPECT_EQ((*ports)[0].mtu, std::optional<uint32_t>(1500));
+  (*ports)[0].name = "sw0";
+  backends::SwitchHub hub;
+  auto backend = make_backend((*ports)[0], &hub, error);
+  ASSERT_TRUE(backend) << error;
+  auto* port = dynamic_cast<backends::SwitchBackend*>(backend.get());
+  ASSERT_NE(port, nullptr);
+  EXPECT_EQ(port->mtu(), 1500u);
 }
 
 }  // namespace

@@ -18,10 +18,12 @@
 //                        switch    the daemon's L2 learning switch, shared by every
 //                                  port with backend=switch (and the --switch-tap uplink)
 //      tap=NAME        backend=tap: the interface name (default: the kernel picks)
-//      mtu=N           backend=tap: the tap's MTU, 68..65535, set when the port opens
-//                      (default: the tap's own). The guest's MTU is the frontend's
-//                      (QEMU's host_mtu=N): its NET_SET_MTU is applied to the tap too
-////      rate=PPS        backend=source: frames per second for the port (default 0)
+//      mtu=N           68..65535. backend=tap: the tap's MTU, set when the port opens
+//                      (default: the tap's own). backend=switch: the port's MTU on the
+//                      switch (default: none, no limit): longer frames from or to the
+//                      port are dropped (switch_backend.h). The guest's MTU is the
+//                      frontend's (QEMU's host_mtu=N): its NET_SET_MTU replaces either
+//      rate=PPS        backend=source: frames per second for the port (default 0)
 //      size=BYTES      backend=source: frame size, 60..65535 (default 64)
 //      workers=MAP     queue-to-worker mapping: device (default; one worker for the
 //                      port), pair (one per queue pair), pool (the daemon's shared pool)
@@ -40,8 +42,8 @@
 //  - parse_config() reads {"ports": [{"sock": ..., "client": bool, "queues": n,
 //    "backend": ..., "mode": "0660", "name": ..., "memory": ..., "poll": ..., ...}, ...]}
 //    with the same keys and rules (unknown keys refused); numbers may be JSON numbers.
-//  - Keys that only make sense for one backend (tap=, mtu=, rate=, size=) are refused
-//    for the others.
+//  - Keys that only make sense for some backends (tap=; mtu= for tap and switch;
+//    rate=, size=) are refused for the others.
 //  - finish_ports() names unnamed ports and refuses duplicate names or socket paths.
 #pragma once
 
@@ -74,7 +76,7 @@ struct PortSpec {
   sync::GuardPolicy memory_policy = sync::GuardPolicy::kRcu;
   // Backend parameters.
   std::string tap_name;           // tap
-  std::optional<uint32_t> mtu;    // tap
+  std::optional<uint32_t> mtu;    // tap, switch
   uint64_t source_rate_pps = 0;   // source
   uint32_t source_frame_size = 64;
   // Datapath.
