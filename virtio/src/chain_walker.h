@@ -106,17 +106,15 @@ template <ChainDirection kDirection>
   // transmit) is walked fast too; anything else is the full walk's business.
   if ((desc.flags & kDescFlagIndirect) != 0) return walk_indirect_table<kDirection>(context, desc, chain, cursor);
   uint32_t walked = 0;
-  uint64_t total_bytes = 0;
   for (;;) {
     if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
-    total_bytes += desc.len;
     if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor)) return false;
     ++walked;
     if ((desc.flags & kDescFlagNext) == 0) break;
     if (desc.next >= context.queue_size || walked >= context.queue_size) return false;
     desc = load_aligned_descriptor(context.desc_table + size_t{desc.next} * kDescriptorSize);
   }
-  if (total_bytes > 0xffffffffu) return false;
+  if (pieces.total_bytes() > 0xffffffffu) return false;  // pieces held nothing before this chain
   chain.descriptor_count = walked;
   return true;
 }
