@@ -42,7 +42,7 @@ DeviceDatapath::Burst DeviceDatapath::transmit_burst(Vring& q) {
       }
       if (dropped > 0) q.counters.dropped.add(dropped);
     }
-    for (size_t i = 0; i < popped; ++i) q.ring->add_used(map, q.chains[i].head, 0);
+    q.ring->add_used(std::span<const virtio::DescriptorChain>(q.chains.data(), popped), 0);
     publish_and_signal(q, map);
   });
   return burst;

@@ -51,13 +51,46 @@ Descriptor load_spanning_entry(const IoVector& table, uint32_t index) noexcept;
                                                             uint32_t index, bool in_indirect, uint64_t addr,
                                                             uint64_t len, TranslateStatus status) noexcept;
 
-// The common chain, walked with less: direct descriptors only, all of the caller's
-// direction (kReadableOnly or kWritableOnly), each buffer inside one memory region.
+// The common chain, walked with less: direct descriptors, or one indirect table inside
+// one memory region, all of the caller's direction (kReadableOnly or kWritableOnly),
+// each buffer inside one memory region.
 // true: `chain` holds exactly what walk_chain() would have produced. false: the chain
 // is something else (indirect, spanning, mixed, or a violation): the caller runs
 // walk_chain() from the start, which reads every descriptor again and decides on its
 // own reads alone, so nothing read here is trusted twice. `cursor` carries the last
 // region found from one chain of a burst to the next.
+// The rest of walk_direct_chain for a head descriptor that points at an indirect table.
+template <ChainDirection kDirection>
+[[gnu::noinline]] bool walk_indirect_table(const WalkContext& context, const Descriptor& head_desc,
+                                           DescriptorChain& chain, GuestMemoryMap::RegionCursor& cursor) {
+  constexpr bool kWritable = kDirection == ChainDirection::kWritableOnly;
+  constexpr uint16_t kWantedFlags = kWritable ? kDescFlagWrite : 0;
+  IoVector& pieces = kWritable ? chain.writable : chain.readable;
+  if (!context.indirect_allowed || (head_desc.flags & kDescFlagNext) != 0 || head_desc.len == 0 ||
+      head_desc.len % kDescriptorSize != 0 || head_desc.len / kDescriptorSize > context.queue_size) {
+    return false;
+  }
+  const std::byte* table = context.memory.host_within_region(head_desc.addr, head_desc.len, cursor);
+  if (table == nullptr) return false;
+  const uint32_t table_size = head_desc.len / static_cast<uint32_t>(kDescriptorSize);
+  uint32_t index = 0;
+  uint32_t walked = 0;
+  uint64_t total_bytes = 0;
+  for (;;) {
+    const Descriptor desc = load_descriptor(table + size_t{index} * kDescriptorSize);  // need not be aligned
+    if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
+    total_bytes += desc.len;
+    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor)) return false;
+    ++walked;
+    if ((desc.flags & kDescFlagNext) == 0) break;
+    if (desc.next >= table_size || walked >= table_size) return false;
+    index = desc.next;
+  }
+  if (total_bytes > 0xffffffffu) return false;
+  chain.descriptor_count = 1 + walked;  // the descriptor pointing at the table counts too
+  return true;
+}
+
 template <ChainDirection kDirection>
 [[gnu::always_inline]] inline bool walk_direct_chain(const WalkContext& context, uint16_t head,
                                                      DescriptorChain& chain, GuestMemoryMap::RegionCursor& cursor) {
@@ -68,20 +101,20 @@ template <ChainDirection kDirection>
   chain.clear();
   chain.head = head;
   if (head >= context.queue_size) return false;
-  uint32_t index = head;
+  Descriptor desc = load_aligned_descriptor(context.desc_table + size_t{head} * kDescriptorSize);
+  // One indirect table inside one region (what Linux drivers use for multi-buffer
+  // transmit) is walked fast too; anything else is the full walk's business.
+  if ((desc.flags & kDescFlagIndirect) != 0) return walk_indirect_table<kDirection>(context, desc, chain, cursor);
   uint32_t walked = 0;
-  uint64_t total_bytes = 0;
   for (;;) {
-    const Descriptor desc = load_aligned_descriptor(context.desc_table + size_t{index} * kDescriptorSize);
     if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
-    total_bytes += desc.len;
     if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor)) return false;
     ++walked;
     if ((desc.flags & kDescFlagNext) == 0) break;
     if (desc.next >= context.queue_size || walked >= context.queue_size) return false;
-    index = desc.next;
+    desc = load_aligned_descriptor(context.desc_table + size_t{desc.next} * kDescriptorSize);
   }
-  if (total_bytes > 0xffffffffu) return false;
+  if (pieces.total_bytes() > 0xffffffffu) return false;  // pieces held nothing before this chain
   chain.descriptor_count = walked;
   return true;
 }

@@ -140,6 +140,20 @@ class GuestMemoryMap {
     return out.push_back(IoPiece{cursor.host + (guest_addr - cursor.first), static_cast<size_t>(len)});
   }
 
+  // translate_contiguous() through a cursor: the host pointer of [addr, addr + len)
+  // when it lies inside one region, else nullptr.
+  [[gnu::always_inline]] const std::byte* host_within_region(uint64_t guest_addr, uint64_t len,
+                                                             RegionCursor& cursor) const {
+    if (len == 0 || len - 1 > ~uint64_t{0} - guest_addr) return nullptr;
+    const uint64_t last = guest_addr + (len - 1);
+    if (guest_addr < cursor.first || last > cursor.last) {
+      const GuestRange* range = find_guest(guest_addr);
+      if (range == nullptr || last > range->last) return nullptr;
+      cursor = RegionCursor{range->first, range->last, range->host};
+    }
+    return cursor.host + (guest_addr - cursor.first);
+  }
+
   // Host pointer for [addr, addr + len) when it lies inside one region, else nullptr.
   // len must be > 0. Used for rings and other structures we access in place.
   std::byte* translate_contiguous(uint64_t guest_addr, uint64_t len) const noexcept;

@@ -133,6 +133,16 @@ class DeviceQueue {
     shadow_[used_idx_ & index_mask_] = UsedElement{head, written_len};
     ++used_idx_;
   }
+  // add_used(chain.head, written_len) for each chain, in order (a transmit burst:
+  // every chain read, none written).
+  void add_used(std::span<const DescriptorChain> chains, uint32_t written_len) {
+    if (!started_ || is_broken()) [[unlikely]] return;
+    UsedElement* const shadow = shadow_.get();
+    const uint16_t mask = index_mask_;
+    uint16_t index = used_idx_;
+    for (const DescriptorChain& chain : chains) shadow[index++ & mask] = UsedElement{chain.head, written_len};
+    used_idx_ = index;
+  }
   // Writes the shadow's elements into the used ring and makes them visible (one
   // release store of used->idx).
   void publish_used(const GuestMemoryMap& memory);
