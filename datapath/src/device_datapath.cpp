@@ -205,6 +205,7 @@ bool DeviceDatapath::inject(uint32_t pair, backends::PacketPtr packet) noexcept 
   Vring& q = *vrings_[2 * (pair % options_.queue_pairs)];
   // acquire: pairs with refresh_view()'s release (see vring.h).
   if (!q.accepting.load(std::memory_order_acquire)) {
+    q.counters.inject_stopped.fetch_add(1, std::memory_order_relaxed);
     q.counters.inject_dropped.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -251,6 +252,7 @@ std::vector<QueueSnapshot> DeviceDatapath::snapshot() const {
     s.packets = c.packets.get();
     s.bytes = c.bytes.get();
     s.inject_dropped = c.inject_dropped.load(std::memory_order_relaxed);
+    s.inject_stopped = c.inject_stopped.load(std::memory_order_relaxed);
     s.dropped = c.dropped.get() + s.inject_dropped;
     s.kicks = c.kicks.get();
     s.calls = c.calls.get();

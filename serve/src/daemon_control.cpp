@@ -61,6 +61,7 @@ nlohmann::json queue_json(const datapath::QueueSnapshot& q) {
   if (!q.is_tx) {
     out["rx_waits"] = q.rx_waits;
     out["inject_dropped"] = q.inject_dropped;
+    out["inject_stopped"] = q.inject_stopped;
   }
   return out;
 }

@@ -3,7 +3,9 @@
 // `uvhost ctl` sends them. Every poll mode carries traffic; switching modes under load
 // loses nothing; two frontends talk through the switch; the worker mappings; a guest
 // that stops reading its receive ring costs it drops (counted) and nobody else
-// anything; the counters add up (sent = taken + dropped, taken = delivered + dropped).
+// anything; frames refused by a receive queue that is not running are counted apart
+// from an overflow; the counters add up (sent = taken + dropped, taken = delivered +
+// dropped).
 #include <sys/eventfd.h>
 
 #include <gtest/gtest.h>
@@ -281,6 +283,40 @@ TEST(DatapathE2E, AGuestThatStopsReadingCostsOnlyItsOwnDrops) {
   EXPECT_GT(loop.rx_dropped, 0u);
   EXPECT_EQ(loop.rx_packets + loop.rx_dropped, frames.size());  // each frame delivered or dropped, once
   EXPECT_EQ(reports[1].totals.tx_packets, other_frames.size());
+}
+
+// Frames switched to a port whose receive queue is not running yet (no frontend) are
+// refused and counted as inject_stopped; once its guest is there but reads nothing,
+// the overflow is counted in inject_dropped only.
+TEST(DatapathE2E, RefusalsOfAQueueNotRunningAreCountedApartFromOverflow) {
+  TempDir dir;
+  Daemon daemon({port("a", dir.file("a.sock"), BackendKind::kSwitch), port("b", dir.file("b.sock"), BackendKind::kSwitch)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  auto a = connect(dir.file("a.sock"), error);
+  ASSERT_NE(a, nullptr) << error;
+  auto broadcasts = make_frames(3000, 1);
+  for (auto& frame : broadcasts) std::memset(frame.data(), 0xff, 6);
+  const std::vector<std::vector<std::byte>> first(broadcasts.begin(), broadcasts.begin() + 1);
+  ASSERT_TRUE(send_all(*a, first) && wait_tx_done(*a)) << a->error();
+  nlohmann::json s = stats(daemon);
+  const nlohmann::json& b_rx_before = queue_of(s, 1, 0);
+  ASSERT_EQ(b_rx_before.at("direction"), "rx") << b_rx_before.dump();
+  EXPECT_EQ(b_rx_before.at("inject_stopped").get<uint64_t>(), 1u) << b_rx_before.dump();
+  EXPECT_EQ(b_rx_before.at("inject_dropped").get<uint64_t>(), 1u) << b_rx_before.dump();
+  EXPECT_EQ(b_rx_before.at("dropped").get<uint64_t>(), 1u) << b_rx_before.dump();
+
+  auto b = connect(dir.file("b.sock"), error);  // never polls its receive ring
+  ASSERT_NE(b, nullptr) << error;
+  // More than its ring and the inbound frame ring hold together.
+  ASSERT_TRUE(send_all(*a, broadcasts) && wait_tx_done(*a)) << a->error();
+  s = stats(daemon);
+  const nlohmann::json& b_rx = queue_of(s, 1, 0);
+  EXPECT_EQ(b_rx.at("inject_stopped").get<uint64_t>(), 1u) << b_rx.dump();
+  EXPECT_GT(b_rx.at("inject_dropped").get<uint64_t>(), 1u) << b_rx.dump();
+  a.reset();
+  b.reset();
+  (void)stop_and_report(daemon);
 }
 
 // Two busy queue pairs on one worker with a small weight: turns end by the weight

@@ -36,7 +36,10 @@
 //  buffers the frame is held, kicks are enabled on the receive ring (with the
 //  re-check) and the handler sleeps until the guest posts some; meanwhile further
 //  injected frames wait in the FrameRing and, when it is full, are dropped and
-//  counted (never a wait: a guest that stops reading cannot stall its senders). Pull
+//  counted (inject_dropped; never a wait: a guest that stops reading cannot stall its
+//  senders). A frame injected for a receive queue that is not running (not started,
+//  disabled, broken: no guest driver yet) is dropped too, counted in inject_dropped
+//  and in inject_stopped, which tells it from an overflow. Pull
 //  backends keep their frames (a tap's own queue) until then. A frame that needs many
 //  buffers asks the guest for one kick once enough of them are posted, not one per
 //  buffer (DeviceQueue::enable_guest_kicks_for_more).

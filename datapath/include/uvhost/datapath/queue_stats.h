@@ -3,8 +3,8 @@
 // Counters are written by the queue's worker only (a relaxed load + store: no locked
 // instruction on the hot path, no shared cache line between workers) and read by
 // anyone (`uvhost ctl stats`) with relaxed loads: each value is exact and monotonic,
-// a snapshot of several is not atomic as a whole. inject_dropped is the exception:
-// producers on other threads count it, with fetch_add.
+// a snapshot of several is not atomic as a whole. inject_dropped and inject_stopped are
+// the exception: producers on other threads count them, with fetch_add.
 #pragma once
 
 #include <array>
@@ -42,6 +42,9 @@ struct QueueCounters {
   SingleWriterCounter handler_runs;      // handler invocations
   SingleWriterCounter rx_waits;          // RX: waits for the guest to post buffers
   std::atomic<uint64_t> inject_dropped{0};  // RX: frames refused at inject (ring full, queue stopped)
+  // RX: the part of inject_dropped refused because the queue was not running (not
+  // started, disabled or broken: e.g. no guest driver yet), not because it was full.
+  std::atomic<uint64_t> inject_stopped{0};
 };
 
 struct QueueSnapshot {
@@ -55,6 +58,7 @@ struct QueueSnapshot {
   PollSettings poll;
   uint64_t packets = 0, bytes = 0, dropped = 0, kicks = 0, calls = 0, calls_suppressed = 0;
   uint64_t polls = 0, poll_ns = 0, weight_yields = 0, handler_runs = 0, rx_waits = 0, inject_dropped = 0;
+  uint64_t inject_stopped = 0;
   std::array<uint64_t, kPollExitCount> exits{};
   uint64_t adaptive_average_ns = 0;
 };

@@ -61,6 +61,10 @@
 //         "calls_suppressed":98,"polls":5,"poll_ns":250000,
 //         "poll_exits":{"work":3,"own_kick":0,"other_queue":0,"any_work":0,"timeout":2},
 //         "weight_yields":0}]}],
+//       (receive queues also: "rx_waits", "inject_dropped": frames refused at inject,
+//       the inbound ring full or the queue not running, "inject_stopped": the part of
+//       those refused because it was not running, e.g. before the guest's driver
+//       started it)
 //     "workers":[{"name":"p0.w0","cpu_ns":123456789,"items_run":1000,"wakeups":10,
 //       "parks":10,"enqueue":"lockless","queues":["p0/0","p0/1"]}]}
 //    Counters are totals since the daemon started (monotonic); a field a datapath does
