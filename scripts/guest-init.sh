@@ -12,7 +12,9 @@
 #    uvhost.interval=S        ping: seconds between requests (default 0.002; 0: -A, the
 #                             next request as soon as the reply came)
 #    uvhost.secs=N            iperf: seconds of traffic (default 5)
-#    uvhost.wait=N            seconds to wait for the peer's first echo reply (default 30)
+#    uvhost.wait=N            seconds to wait for the peer's first echo reply, for its
+#                             iperf3 server (iperf), for its clients (iperf-server)
+#                             (default 30)
 #    uvhost.hold=N            seconds to stay up after the last test (default 0), so a
 #                             peer can still reach us or the host can read counters
 #    uvhost.warmup=N          bench-*: whole seconds of traffic before the measured window
@@ -22,7 +24,10 @@
 #                             so the payload holds ping's timestamp) (default 1500)
 #    uvhost.sessions=N        bench-*: stream: iperf3 -P N; rr: N echo requests in flight
 #                             (ping -l N-1) (default 1)
-#    uvhost.queues=N          mq: queue pairs to use (ethtool -L eth0 combined N) (default 2)
+#    uvhost.queues=N          mq, queues: queue pairs to use (ethtool -L eth0 combined N)
+#                             (default 2)
+#    uvhost.servers=N         iperf-server: iperf3 servers, on ports 5201.. (default 1)
+#    uvhost.serves=N          iperf-server: client tests each server waits for (default 2)
 #  Tests (each prints one result line, see below):
 #    link     eth0 exists, its driver is virtio_net, operstate up and carrier 1 after
 #             `ip link set up`; prints the negotiated feature bits
@@ -30,13 +35,27 @@
 #    ping     iputils' `ping -c COUNT -i INTERVAL -W 5 PEER` after the peer answered once:
 #             PASS when every request was answered exactly once (its summary line)
 #    iperf    `iperf3 -c PEER -t SECS -f m`: guest -> peer TCP; PASS with a throughput
+#             (a peer whose server is not up yet: tried again each second, up to WAIT s)
 #    iperf-r  the same with -R: peer -> guest
+#    iperf-server  SERVERS `iperf3 -s` (port 5201+i; pinned to vCPU i when SERVERS > 1,
+#             so what server i sends starts on transmit queue i: XPS by the sending
+#             vCPU, which the kernel may change for a flow with nothing in flight),
+#             until each served SERVES client tests or WAIT s passed; then stopped.
+#             Keys served (total), per server the count; PASS when every server
+#             served SERVES
+#    queues   `ethtool -L eth0 combined QUEUES`: PASS when `ethtool -l` shows it
+#    checksums  the guest kernel's own verdict on what it received (/proc/net/snmp):
+#             keys ip_in_hdr_errors, tcp_in_csum_errors, udp_in_csum_errors, tcp_in_segs,
+#             tcp_retrans_segs, and from /proc/net/netstat tcp_ofo_queue (segments that
+#             arrived out of order) and tcp_dsack_recv (D-SACKs: a retransmission the
+#             peer already had); PASS when the three error counters are 0
 #    idle     nothing (for a guest that only answers, e.g. the second guest on a switch)
 #    offload  eth0's offload state as the driver set it from the negotiated features
 #             (`ethtool -k`): keys tx_csum, rx_csum, tso, gso, gro (on/off); PASS when
 #             ethtool answered
 #    mq       `ethtool -L eth0 combined QUEUES` (PASS needs `ethtool -l` to show it),
-#             then one iperf3 TCP stream per queue pair in parallel, stream i pinned
+#             then one iperf3 TCP stream per queue pair in parallel (each as iperf's:
+#             tried again while the peer's server is not up), stream i pinned
 #             to vCPU i (-A i, so the driver's XPS sends it on transmit queue i) to
 #             port 5201+i of PEER, SECS s guest -> peer, then the same with -R; keys
 #             combined, tx_mbps, rx_mbps (sums of the receivers' figures), and eth0's
@@ -97,6 +116,8 @@ warmup=$(arg warmup 1)
 size=$(arg size 1500)
 sessions=$(arg sessions 1)
 queues=$(arg queues 2)
+servers=$(arg servers 1)
+serves=$(arg serves 2)
 
 # eth0 appears when virtio_net probed the device.
 i=0
@@ -168,10 +189,22 @@ t_ping() {
   result ping result="$r" sent="${sent:-0}" received="${got:-0}" loss="${loss:-?}" rtt_ms="${rtt:-?}" peer="$peer"
 }
 
+# iperf3 -c PEER ARGS..., again each second while the peer's server is not up yet or
+# still busy with the last test (up to WAIT s): its output in $out.
+iperf_client() {
+  tries=0
+  while :; do
+    out=$(iperf3 -c "$peer" "$@" 2>&1)
+    if ! echo "$out" | grep -Eq 'unable to connect|server is busy' || [ $tries -ge "$wait_s" ]; then break; fi
+    tries=$((tries + 1))
+    sleep 1
+  done
+}
+
 t_iperf() {  # t_iperf NAME [-R]
   name=$1; shift
   if ! peer_reachable; then result "$name" result=FAIL why="peer-$peer-never-answered"; return; fi
-  out=$(iperf3 -c "$peer" -t "$secs" -f m "$@" 2>&1)
+  iperf_client -t "$secs" -f m "$@"
   echo "$out" | sed 's/^/iperf3: /' >/dev/console
   # The summary lines: "[  5]   0.00-5.00   sec   375 MBytes   629 Mbits/sec    0   sender"
   snd=$(echo "$out" | awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')
@@ -197,12 +230,24 @@ mq_sum() {
     END { if (n > 0) printf "%.0f", s }'
 }
 
-t_mq() {
+# combined = the queue pairs eth0 uses after asking for QUEUES.
+set_queues() {
   if ! ethtool -L eth0 combined "$queues" 2>/dev/null; then
     : # already at QUEUES (the driver starts with min(pairs, CPUs)): ethtool -l tells
   fi
   combined=$(ethtool -l eth0 2>/dev/null | awk '/^Current hardware settings/ { cur = 1 } cur && /^Combined:/ { print $2; exit }')
   ethtool -l eth0 2>&1 | sed 's/^/ethtool-l: /' >/dev/console
+}
+
+t_queues() {
+  set_queues
+  r=FAIL
+  [ "$combined" = "$queues" ] && r=PASS
+  result queues result="$r" combined="${combined:-?}"
+}
+
+t_mq() {
+  set_queues
   if ! peer_reachable; then result mq result=FAIL why="peer-$peer-never-answered" combined="$combined"; return; fi
   for way in tx rx; do
     rm -f /tmp/mq-*.out
@@ -211,7 +256,7 @@ t_mq() {
     q=0
     while [ $q -lt "$queues" ]; do
       # shellcheck disable=SC2086  # $r: no option or one
-      iperf3 -c "$peer" -p $((5201 + q)) -A "$q" -t "$secs" -f m $r >/tmp/mq-$q.out 2>&1 &
+      (iperf_client -p $((5201 + q)) -A "$q" -t "$secs" -f m $r; echo "$out" >/tmp/mq-$q.out) &
       q=$((q + 1))
     done
     wait
@@ -232,6 +277,65 @@ t_mq() {
   [ "$combined" = "$queues" ] && [ -n "$tx_mbps" ] && [ -n "$rx_mbps" ] && res=PASS
   # shellcheck disable=SC2086  # $counters: key=value words
   result mq result="$res" combined="${combined:-?}" tx_mbps="${tx_mbps:-?}" rx_mbps="${rx_mbps:-?}" $counters
+}
+
+# Client tests iperf3 server i has finished: it says "Server listening" once at the
+# start and once after each test.
+served_by() { n=$(grep -c 'Server listening' "/tmp/server-$1.out" 2>/dev/null); echo $((${n:-0} > 0 ? n - 1 : 0)); }
+
+t_iperf_server() {
+  pids=""
+  i=0
+  while [ $i -lt "$servers" ]; do
+    pin=""
+    [ "$servers" -gt 1 ] && pin="-A $i"
+    # shellcheck disable=SC2086  # $pin: no option or two words
+    iperf3 -s -p $((5201 + i)) $pin -f m --forceflush >"/tmp/server-$i.out" 2>&1 &
+    pids="$pids $!"
+    i=$((i + 1))
+  done
+  waited=0
+  while [ $waited -lt "$wait_s" ]; do
+    done_all=1
+    i=0
+    while [ $i -lt "$servers" ]; do
+      [ "$(served_by $i)" -ge "$serves" ] || done_all=0
+      i=$((i + 1))
+    done
+    [ $done_all = 1 ] && break
+    sleep 1
+    waited=$((waited + 1))
+  done
+  total=0 counts="" r=PASS
+  i=0
+  while [ $i -lt "$servers" ]; do
+    n=$(served_by $i)
+    total=$((total + n))
+    counts="$counts server$i=$n"
+    [ "$n" -ge "$serves" ] || r=FAIL
+    grep -E ' (sender|receiver)$' "/tmp/server-$i.out" | sed "s/^/iperf3 server $i: /" >/dev/console
+    i=$((i + 1))
+  done
+  # shellcheck disable=SC2086  # $pids: one word per server
+  kill $pids 2>/dev/null
+  wait 2>/dev/null
+  # shellcheck disable=SC2086  # $counts: key=value words
+  result iperf-server result="$r" served="$total" $counts
+}
+
+# snmp PROTO FIELD [FILE]: the value of FIELD in FILE's PROTO lines (names, then
+# values); FILE: /proc/net/snmp unless given (/proc/net/netstat holds TcpExt).
+snmp() {
+  awk -v p="$1:" -v f="$2" '$1 == p { if (!n) { for (i = 2; i <= NF; i++) col[$i] = i; n = 1 } else { print $col[f]; exit } }' "${3:-/proc/net/snmp}"
+}
+
+t_checksums() {
+  ip_err=$(snmp Ip InHdrErrors) tcp_err=$(snmp Tcp InCsumErrors) udp_err=$(snmp Udp InCsumErrors)
+  r=FAIL
+  [ "$ip_err" = 0 ] && [ "$tcp_err" = 0 ] && [ "$udp_err" = 0 ] && r=PASS
+  result checksums result="$r" ip_in_hdr_errors="${ip_err:-?}" tcp_in_csum_errors="${tcp_err:-?}" \
+    udp_in_csum_errors="${udp_err:-?}" tcp_in_segs="$(snmp Tcp InSegs)" tcp_retrans_segs="$(snmp Tcp RetransSegs)" \
+    tcp_ofo_queue="$(snmp TcpExt TCPOFOQueue /proc/net/netstat)" tcp_dsack_recv="$(snmp TcpExt TCPDSACKRecv /proc/net/netstat)"
 }
 
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
@@ -303,6 +407,9 @@ for t in $(echo "$tests" | tr ',' ' '); do
     idle) result idle result=PASS ;;
     offload) t_offload ;;
     mq) t_mq ;;
+    queues) t_queues ;;
+    iperf-server) t_iperf_server ;;
+    checksums) t_checksums ;;
     bench-tx) t_bench_stream bench-tx tx ;;
     bench-rx) t_bench_stream bench-rx rx ;;
     bench-rr) t_bench_rr ;;

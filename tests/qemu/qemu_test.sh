@@ -33,6 +33,27 @@
 #                 vectors=0): `ethtool -L eth0 combined 2`, one iperf3 stream per vCPU
 #                 both ways; each of the four vrings carried traffic, as uvhost's
 #                 per-queue counters (ctl stats) and the guest's (ethtool -S) both say
+#   switch-tso    10. two guests on two `backend=switch` ports, both negotiating every
+#                 offload QEMU knows (and host_mtu=1500: the ports' MTU): guest b serves
+#                 iperf3, guest a runs it both ways for SECS s; 0 retransmits (or only
+#                 spurious ones: nothing lost on the path, see check_lossless), no
+#                 checksum error in either guest's kernel, super-frames through the
+#                 switch both ways (each port's bytes per frame above 1514) and nothing
+#                 segmented by the switch (both take GSO as it is)
+#   switch-mixed  11. the same with guest b's device turning its receive offloads off
+#                 (guest_csum, guest_tso4/6, guest_ecn, guest_ufo: off): b negotiates
+#                 none of them, a all; a's super-frames reach b segmented by the switch
+#                 (segmented and segments counted toward b; b's receive side averages at
+#                 most an MTU frame), a's partial checksums completed for b
+#                 (checksum_completed), b's kernel finds every checksum right; b's own
+#                 super-frames reach a whole; the negotiated features of both printed
+#   switch-mq     12. both guests with 2 vCPUs and 2 queue pairs on switch ports
+#                 (queues=2, workers=pair): b runs one iperf3 server per vCPU (pinned), a
+#                 one stream per queue both ways: every vring of both ports carried
+#                 traffic (ctl stats), and every queue of guest a (ethtool -S); nothing
+#                 lost between the guests (check_lossless), no checksum error in either;
+#                 TCP retransmits, D-SACKs and out-of-order arrivals printed, not checked
+#                 (a flow moved to another transmit queue can arrive out of order: README)
 #   stats    7. `uvhost ctl stats --json` sampled during the guest's ping + iperf:
 #                 the port's counters grow while it runs; at the end they add up with the
 #                 guest's /sys/class/net/eth0/statistics, the tap backend's counters and
@@ -52,12 +73,12 @@ while (($#)); do
     --count) count=$2; shift 2 ;;
     --interval) interval=$2; shift 2 ;;
     --secs) secs=$2; shift 2 ;;
-    smoke | basic | switch | sockets | restart | stats | offload | mq) case_name=$1; shift ;;
+    smoke | basic | switch | sockets | restart | stats | offload | mq | switch-tso | switch-mixed | switch-mq) case_name=$1; shift ;;
     *) echo "qemu_test.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
 [[ -x $uvhost && -n $case_name && $count =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ ]] ||
-  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats|offload|mq [--count N] [--interval S] [--secs N]" >&2; exit 64; }
+  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats|offload|mq|switch-tso|switch-mixed|switch-mq [--count N] [--interval S] [--secs N]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 ilib_init "qemu-$case_name"
 echo "# $(date -u +'%F %T') case $case_name; load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -73,11 +94,14 @@ report_tests() {
     echo "[$name] $RESULT"
     case $t in
       link) echo "[$name] features: $(qlib_feature_names "$(field "$RESULT" features)")" ;;
-      offload | mq) grep -E '^(ethtool-[klS]|iperf3 mq): ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
+      offload | mq | queues) grep -E '^(ethtool-[klS]|iperf3 mq): ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
+      iperf-server) grep -E '^iperf3 server [0-9]+: ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
       ping) grep -E '^ping: ' "$dir/guest-$name.log" | tr -d '\r' | sed "s/^/[$name] /" ;;
       iperf | iperf-r)
-        local dirn="guest -> host"
-        [[ $t == iperf-r ]] && dirn="host -> guest"
+        local peer dirn
+        peer=$(field "$RESULT" peer)
+        dirn="guest -> $peer"
+        [[ $t == iperf-r ]] && dirn="$peer -> guest"
         echo "[$name] iperf3 TCP $dirn: $(field "$RESULT" receiver_mbps) Mbit/s received, $(field "$RESULT" sender_mbps) sent, retransmits $(field "$RESULT" retransmits)"
         ;;
     esac
@@ -138,8 +162,209 @@ case_switch() {
   qlib_guest_stop b
   report_tests a ping
   report_tests b ping
-  echo "switch: $(jq -c '.switch | {ports: [.ports[] | {name, forwarding: (.forwarding | with_entries(select(.value != 0))),
-        delivery: (.delivery | with_entries(select(.value != 0)))}], table: (.table | with_entries(select(.value != 0)))}' <<<"$stats" 2>/dev/null || echo "?")"
+  show_switch "$stats"
+  ilib_serve_stop sw
+}
+
+# The switch's counters from `ctl stats --json`, the ones that are not 0.
+show_switch() {
+  echo "switch: $(jq -c '.switch | {ports: [.ports[] | {name, mtu, forwarding: (.forwarding | with_entries(select(.value != 0))),
+        delivery: (.delivery | with_entries(select(.value != 0)))}], table: (.table | with_entries(select(.value != 0)))}' <<<"$1" 2>/dev/null || echo "?")"
+}
+
+# switch_counter STATS PORT COUNTER: a switch port's delivery counter (what its frames became).
+switch_counter() { jq --arg p "$2" --arg c "$3" '.switch.ports[] | select(.name == $p) | .delivery[$c]' <<<"$1"; }
+
+# Bytes per frame of PORT in DIRECTION (tx: from its guest, rx: to it), "AVG FRAMES".
+port_frame_bytes() {
+  local -a v
+  read -r -a v <<<"$(port_volume "$1" "$2")"
+  if [[ $3 == tx ]]; then echo "$((v[1] / (v[0] > 0 ? v[0] : 1))) ${v[0]}"; else echo "$((v[3] / (v[2] > 0 ? v[2] : 1))) ${v[2]}"; fi
+}
+
+# switch_pair PORT_KEYS DEVICE_OPTS_B TESTS_A TESTS_B GUEST_OPTS [uvhost.ARGS...]: two
+# guests on switch ports pa (guest a, 10.0.1.2, vCPU on CPU 1) and pb (guest b,
+# 10.0.1.3, CPU 0 with uvhost), both devices with host_mtu=1500, b's with
+# DEVICE_OPTS_B too; a runs TESTS_A, b TESTS_B (ARGS on both kernel command lines).
+# PORT_KEYS go on both ports, GUEST_OPTS (qlib_guest_start options) on both guests.
+# Waits until both printed their counters, then LIST and STATS hold `ctl list/stats
+# --json`; the guests are stopped and their results reported.
+LIST="" STATS=""
+switch_pair() {
+  local port_keys=$1 opts_b=$2 tests_a=$3 tests_b=$4 guest_opts=$5; shift 5
+  local sa=$dir/a.sock sb=$dir/b.sock g
+  # shellcheck disable=SC2206  # guest_opts: words
+  local -a more=($guest_opts)  # after the defaults below: they win
+  ilib_serve_start sw -- --control "$ctl" --port "sock=$sa,backend=switch,name=pa${port_keys:+,$port_keys}" \
+    --port "sock=$sb,backend=switch,name=pb${port_keys:+,$port_keys}" || return 1
+  # b serves (it may boot first: it waits for a's tests), a runs iperf3 once b answers.
+  qlib_guest_start b --sock "$sb" --cpu 0 --mac 52:54:00:00:01:03 --device-opts "host_mtu=1500${opts_b:+,$opts_b}" "${more[@]}" -- \
+    uvhost.tests="$tests_b" uvhost.ip=10.0.1.3/24 uvhost.peer=10.0.1.2 uvhost.wait=200 uvhost.hold=150 "$@" || return 1
+  qlib_guest_start a --sock "$sa" --cpu 1 --mac 52:54:00:00:01:02 --device-opts host_mtu=1500 "${more[@]}" -- \
+    uvhost.tests="$tests_a" uvhost.ip=10.0.1.2/24 uvhost.peer=10.0.1.3 uvhost.secs="$secs" uvhost.wait=150 \
+    uvhost.hold=150 "$@" || return 1
+  for g in a b; do
+    qlib_wait_marker "$g" '^UVHOST-STATS:' "$QLIB_GUEST_S" || fail "guest $g never finished its tests"
+  done
+  LIST=$(ilib_ctl "$ctl" list --json) || { fail "uvhost ctl list: $LIST"; return 1; }
+  STATS=$(ilib_ctl "$ctl" stats --json) || { fail "uvhost ctl stats: $STATS"; return 1; }
+  qlib_guest_stop a
+  qlib_guest_stop b
+  report_tests a "$tests_a"
+  report_tests b "$tests_b"
+}
+
+# check_features GUEST PORT "WANT..." "NOT..."': the guest's negotiated features (its
+# own view, link test) and uvhost's for PORT (ctl list) hold every WANT and no NOT.
+check_features() {
+  local g=$1 port=$2 want=$3 unwanted=$4 names uv_names missing n
+  qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
+  uv_names=$(jq -r --arg p "$port" '.ports[] | select(.name == $p) | .features.negotiated | join(" ")' <<<"$LIST")
+  echo "uvhost $port negotiated: $uv_names"
+  for n in "${names:-}" "$uv_names"; do
+    # shellcheck disable=SC2086  # lists of names
+    missing=$(qlib_missing_features "$n" $want)
+    [[ -z $missing ]] || fail "guest $g / port $port did not negotiate: $missing (has: $n)"
+    for u in $unwanted; do [[ " $n " == *" $u "* ]] && fail "guest $g / port $port negotiated $u"; done
+  done
+  return 0
+}
+
+# The guests' iperf3 retransmits: 0, or only where the path lost nothing (check_lossless,
+# whose accounting is printed either way).
+check_retransmits() {
+  local t r total=0
+  for t in iperf iperf-r; do
+    qlib_result a "$t" || continue
+    r=$(field "$RESULT" retransmits)
+    [[ $r =~ ^[0-9]+$ ]] || { fail "$t: no retransmit count"; continue; }
+    total=$((total + r))
+  done
+  echo "iperf3 counted $total retransmits (the guests' own TCP counters: their checksums lines above)"
+  if check_lossless; then
+    ((total == 0)) || echo "no frame was lost between the guests: the $total retransmits were spurious"
+  elif ((total > 0)); then
+    fail "$total retransmits and the path lost frames (see above)"
+  fi
+}
+
+# Nothing lost between the guests while both ran: no receive queue dropped a frame
+# other than one refused while the queue was not running (inject_stopped: here the
+# other guest's ARP, ND and MLD frames from before this guest's driver started it; the
+# two boots' order decides how many), every frame a port's guest sent that was not taken had its
+# copy refused in that way (tx dropped == the switch's inject_failed), no switch copy
+# over an MTU or invalid, no guest rx_dropped.
+check_lossless() {
+  local p c ok=0 line tx_dropped rx_dropped stopped failed
+  for p in pa pb; do
+    local -a q
+    read -r -a q <<<"$(qlib_port_counts "$STATS" "$p")"
+    tx_dropped=${q[1]} rx_dropped=${q[3]}
+    stopped=$(jq --arg p "$p" '[.ports[] | select(.name == $p) | .queues[] | select(.direction == "rx") | .inject_stopped] | add // 0' <<<"$STATS")
+    failed=$(switch_counter "$STATS" "$p" inject_failed)
+    echo "$p: datapath tx dropped $tx_dropped (switch inject_failed $failed), rx dropped $rx_dropped (refused before its guest's queue ran: $stopped)"
+    ((rx_dropped == stopped)) || { echo "$p: $((rx_dropped - stopped)) frames dropped on its receive side while its queue ran"; ok=1; }
+    ((tx_dropped == failed)) || { echo "$p: $((tx_dropped - failed)) of its guest's frames dropped by the switch other than by a refused copy"; ok=1; }
+    for c in not_attached over_mtu ingress_over_mtu offload_invalid; do
+      [[ $(switch_counter "$STATS" "$p" "$c") == 0 ]] || { echo "$p: switch $c $(switch_counter "$STATS" "$p" "$c")"; ok=1; }
+    done
+  done
+  for g in a b; do
+    line=$(qlib_guest_stats "$g")
+    echo "guest $g: $line"
+    [[ $(field "$line" rx_dropped) == 0 ]] || ok=1
+  done
+  return $ok
+}
+
+# Guest-to-guest TCP through the switch with offloads: MIXED 0 (switch-tso) or 1
+# (switch-mixed: guest b's receive offloads off). See the header.
+case_switch_offload() {
+  local mixed=$1 opts_b="" offloads="CSUM HOST_TSO4 HOST_TSO6 HOST_ECN HOST_UFO MTU"
+  local receive="GUEST_CSUM GUEST_TSO4 GUEST_TSO6 GUEST_ECN GUEST_UFO"
+  ((mixed)) && opts_b="guest_csum=off,guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off"
+  switch_pair "" "$opts_b" link,offload,iperf,iperf-r,checksums link,offload,iperf-server,checksums "" \
+    uvhost.serves=2 || return 0
+  # 1. What each guest negotiated (and uvhost's view of it).
+  check_features a pa "$offloads $receive" ""
+  if ((mixed)); then check_features b pb "$offloads" "$receive"; else check_features b pb "$offloads $receive" ""; fi
+  # 2. The guests' MTU reached the switch (NET_SET_MTU).
+  local p
+  for p in pa pb; do
+    local m
+    m=$(jq --arg p "$p" '.switch.ports[] | select(.name == $p) | .mtu' <<<"$STATS")
+    echo "$p: MTU on the switch $m (the frontend's NET_SET_MTU: $(jq --arg p "$p" '.ports[] | select(.name == $p) | .features.guest_mtu' <<<"$LIST"))"
+    [[ $m == 1500 ]] || fail "port $p's MTU on the switch is $m, want 1500 (host_mtu=1500)"
+  done
+  # 3. TCP both ways: iperf3 passed (report_tests), no retransmits (or spurious only),
+  #    and each guest's kernel found every checksum right (the checksums test).
+  check_retransmits
+  # 4. Super-frames: what each guest sent and received, bytes per frame.
+  local -a a_tx a_rx b_tx b_rx
+  read -r -a a_tx <<<"$(port_frame_bytes "$STATS" pa tx)"
+  read -r -a a_rx <<<"$(port_frame_bytes "$STATS" pa rx)"
+  read -r -a b_tx <<<"$(port_frame_bytes "$STATS" pb tx)"
+  read -r -a b_rx <<<"$(port_frame_bytes "$STATS" pb rx)"
+  echo "bytes per frame: a sent ${a_tx[0]} (${a_tx[1]} frames), received ${a_rx[0]} (${a_rx[1]}); b sent ${b_tx[0]} (${b_tx[1]}), received ${b_rx[0]} (${b_rx[1]})"
+  show_switch "$STATS"
+  local seg_a segs_a seg_b done_a
+  seg_a=$(switch_counter "$STATS" pa segmented) segs_a=$(switch_counter "$STATS" pa segments)
+  seg_b=$(switch_counter "$STATS" pb segmented) done_a=$(switch_counter "$STATS" pa checksum_completed)
+  echo "switch: a's frames segmented for b: $seg_a (into $segs_a segments), checksums completed for b: $done_a; b's frames segmented for a: $seg_b"
+  ((a_tx[0] > 1514)) || fail "guest a sent no super-frames: ${a_tx[0]} bytes per frame"
+  ((b_tx[0] > 1514)) || fail "guest b sent no super-frames: ${b_tx[0]} bytes per frame"
+  ((a_rx[0] > 1514)) || fail "guest a received no super-frames: ${a_rx[0]} bytes per frame"
+  ((seg_b == 0)) || fail "the switch segmented $seg_b of b's frames for a, which takes GSO"
+  if ((mixed)); then
+    ((seg_a > 0 && segs_a > seg_a)) || fail "the switch segmented $seg_a of a's frames for b (into $segs_a): want some"
+    ((b_rx[0] <= 1514)) || fail "guest b, without receive offloads, got ${b_rx[0]} bytes per frame"
+    ((done_a > 0)) || fail "no partial checksum of a's was completed for b (checksum_completed 0)"
+  else
+    ((b_rx[0] > 1514)) || fail "guest b received no super-frames: ${b_rx[0]} bytes per frame"
+    ((seg_a == 0)) || fail "the switch segmented $seg_a of a's frames for b, which takes GSO"
+  fi
+  ilib_serve_stop sw
+}
+
+# Two 2-vCPU guests with two queue pairs each on switch ports (see the header).
+case_switch_mq() {
+  switch_pair queues=2,workers=pair "" link,mq,checksums link,queues,iperf-server,checksums "--cpu 0,1 --smp 2 --queues 2" \
+    uvhost.queues=2 uvhost.servers=2 uvhost.serves=2 || return 0
+  local g p index packets least=100
+  for g in a b; do
+    local names=""
+    qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
+    [[ -z $(qlib_missing_features "$names" MQ) ]] || fail "guest $g did not negotiate MQ"
+  done
+  for p in pa pb; do
+    for index in 0 1 2 3; do
+      packets=$(jq --arg p "$p" --argjson i "$index" '.ports[] | select(.name == $p) | .queues[] | select(.index == $i) | .packets' <<<"$STATS")
+      echo "uvhost $p vring $index ($( ((index % 2)) && echo tx || echo rx) of pair $((index / 2))): $packets packets"
+      ((${packets:-0} >= least)) || fail "$p's vring $index carried ${packets:-0} packets (want >= $least)"
+    done
+  done
+  if qlib_result a mq; then
+    echo "guest a: combined $(field "$RESULT" combined); $(field "$RESULT" tx_mbps) Mbit/s out, $(field "$RESULT" rx_mbps) in"
+    local q n
+    for q in tx_q0 rx_q0 tx_q1 rx_q1; do
+      n=$(field "$RESULT" "$q")
+      ((${n:-0} >= least)) || fail "guest a's $q counted ${n:-nothing} packets (want >= $least)"
+    done
+  fi
+  # Every frame switched between the guests arrived. Their TCP retransmits are not
+  # checked here: a flow the sending guest moves to its other transmit queue reaches
+  # the receiver on its other receive queue too (the switch keeps the pair), so it can
+  # arrive out of order and be retransmitted although nothing was lost (README).
+  check_lossless || fail "frames were lost between the guests (see above)"
+  local -A retrans=() dsack=() ofo=()
+  for g in a b; do
+    retrans[$g]="?" dsack[$g]="?" ofo[$g]="?"
+    qlib_result "$g" checksums || continue
+    retrans[$g]=$(field "$RESULT" tcp_retrans_segs) dsack[$g]=$(field "$RESULT" tcp_dsack_recv) ofo[$g]=$(field "$RESULT" tcp_ofo_queue)
+  done
+  echo "TCP: a retransmitted ${retrans[a]} segments and received ${dsack[a]} D-SACKs (b had those already), b queued ${ofo[b]} that arrived out of order;" \
+    "b retransmitted ${retrans[b]}, received ${dsack[b]} D-SACKs, a queued ${ofo[a]} out of order"
+  show_switch "$STATS"
   ilib_serve_stop sw
 }
 
@@ -424,6 +649,9 @@ run() {
     stats) case_stats ;;
     offload) case_offload ;;
     mq) case_mq ;;
+    switch-tso) case_switch_offload 0 ;;
+    switch-mixed) case_switch_offload 1 ;;
+    switch-mq) case_switch_mq ;;
   esac
 }
 

@@ -4,10 +4,11 @@
 #   tests/qemu/run-all.sh [--uvhost PATH] [CASE...]
 #
 # PATH defaults to build/release/cli/uvhost; CASE defaults to all of: basic switch
-# sockets restart stats offload mq (qemu_test.sh's cases 1-9). Each case's output is printed as it
-# runs; at the end one line per case (PASS / FAIL / SKIP and seconds). Exit 0 when every
-# case passed, 1 otherwise. Under TCG on a shared 2-core machine: about 3 minutes at
-# load average 10, 11 at load 15.
+# sockets restart stats offload mq switch-tso switch-mixed switch-mq (qemu_test.sh's
+# cases 1-12). Each case's output is printed as it runs; at the end one line per case
+# (PASS / FAIL / SKIP and seconds). Exit 0 when every case passed, 1 otherwise. Under
+# TCG on a shared 2-core machine the first seven took about 3 minutes at load average
+# 10, 11 at load 15; the three switch-* cases 18-20 s each at load 1-2.
 set -uo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -17,11 +18,11 @@ cases=()
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
-    basic | switch | sockets | restart | stats | smoke | offload | mq) cases+=("$1"); shift ;;
-    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke|offload|mq]..." >&2; exit 64 ;;
+    basic | switch | sockets | restart | stats | smoke | offload | mq | switch-tso | switch-mixed | switch-mq) cases+=("$1"); shift ;;
+    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke|offload|mq|switch-tso|switch-mixed|switch-mq]..." >&2; exit 64 ;;
   esac
 done
-((${#cases[@]})) || cases=(basic switch sockets restart stats offload mq)
+((${#cases[@]})) || cases=(basic switch sockets restart stats offload mq switch-tso switch-mixed switch-mq)
 [[ -x $uvhost ]] || { echo "run-all.sh: no uvhost binary at $uvhost (build it, or give --uvhost)" >&2; exit 64; }
 
 summary=() bad=0
@@ -40,7 +41,7 @@ for c in "${cases[@]}"; do
     77) verdict=SKIP ;;
     *) verdict="FAIL (exit $rc)"; bad=1 ;;
   esac
-  summary+=("$(printf '%-8s %-14s %4d s' "$c" "$verdict" $((SECONDS - start)))")
+  summary+=("$(printf '%-12s %-14s %4d s' "$c" "$verdict" $((SECONDS - start)))")
 done
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
