@@ -6,6 +6,7 @@
 #   iperf_vs_testpmd.sh --uvhost PATH [--rounds 4] [--secs 5]
 #                       [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]
 #                       [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH]
+#                       [--port-extra-b KEYS]
 #
 # Each round boots the guest once per arrangement (the order rotates from round to round,
 # so no arrangement always goes first), and each boot prints the negotiated virtio
@@ -18,8 +19,10 @@
 #             lcores on CPU 0
 #   qemu-tap: QEMU's -netdev tap,ifname=T,script=no,downscript=no,vhost=off (QEMU
 #             started inside the namespace; no /dev/vhost-net here)
-#   uvhost-b: like uvhost with another build (--uvhost-b PATH), to compare two builds
-#             of uvhost in one run (add it to --arrangements)
+#   uvhost-b: like uvhost with another build (--uvhost-b PATH, default the --uvhost
+#             one) and its own port keys (--port-extra-b KEYS instead of --port-extra),
+#             to compare two builds or two settings of uvhost in one run (add it to
+#             --arrangements)
 # The same guest image, MAC, addresses, virtio-net-pci options (vectors=0) and CPU
 # placement: QEMU (all its threads) on CPU 1, the backend process and iperf3 -s on CPU 0;
 # --qemu-cpus LIST puts QEMU on those CPUs instead (e.g. 0,1: the scheduler decides);
@@ -45,7 +48,7 @@ HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b=""
+uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b="" port_extra_b=""
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -56,15 +59,17 @@ while (($#)); do
     --qemu-io-cpu) io_cpu=$2; shift 2 ;;
     --qemu-cpus) qemu_cpus=$2; shift 2 ;;
     --uvhost-b) uvhost_b=$2; shift 2 ;;
+    --port-extra-b) port_extra_b=$2; shift 2 ;;
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
 [[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ ]] ||
-  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]" >&2; exit 64; }
+  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap,uvhost-b] [--port-extra KEYS] [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH] [--port-extra-b KEYS]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 IFS=, read -r -a order <<<"$arrangements"
+[[ -z $uvhost_b ]] && uvhost_b=$uvhost
 if [[ " ${order[*]} " == *" uvhost-b "* && ! -x $uvhost_b ]]; then
-  echo "iperf_vs_testpmd.sh: arrangement uvhost-b needs --uvhost-b PATH (an executable uvhost)" >&2
+  echo "iperf_vs_testpmd.sh: --uvhost-b $uvhost_b is not an executable uvhost" >&2
   exit 64
 fi
 if [[ " ${order[*]} " == *" testpmd "* ]] && ! command -v "${TESTPMD:-dpdk-testpmd}" >/dev/null; then
@@ -156,12 +161,13 @@ qlib_wait_marker_fast() {
   return 1
 }
 
-# round_uvhost ROUND [ARRANGEMENT BINARY]: uvhost serve (the --uvhost build, or BINARY).
+# round_uvhost ROUND [ARRANGEMENT BINARY KEYS]: uvhost serve (the --uvhost build with
+# --port-extra, or BINARY with KEYS).
 round_uvhost() {
-  local r=$1 arrangement=${2:-uvhost} sock=$dir/uv-$1.sock saved=$uvhost
-  [[ -n ${3:-} ]] && uvhost=$3
+  local r=$1 arrangement=${2:-uvhost} sock=$dir/uv-$1.sock saved=$uvhost keys=$port_extra
+  if [[ -n ${3:-} ]]; then uvhost=$3 keys=${4:-}; fi
   tap=uvqu$$
-  ilib_serve_start "$arrangement-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0${port_extra:+,$port_extra}" ||
+  ilib_serve_start "$arrangement-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0${keys:+,$keys}" ||
     { uvhost=$saved; return 0; }
   qlib_tap_up "$tap" "$host_ip" || { uvhost=$saved; return 0; }
   measure "$arrangement" "$r" "$SERVE_PID" --sock "$sock" || true
@@ -230,21 +236,22 @@ report() {
           cell(k SUBSEP "mbps", "%.0f"), cell(k SUBSEP "retr", "%.0f"), cell(k SUBSEP "cpuq", "%.2f"),
           cell(k SUBSEP "cpub", "%.2f"), ((k SUBSEP "eff") in n) ? cell(k SUBSEP "eff", "%.0f") : "-"
       }
-      printf "\nuvhost / other, paired by round (geometric mean of the per-round ratios, 95%% CI):\n\n"
+      printf "\nuvhost (and uvhost-b) / other, paired by round (geometric mean of the per-round ratios, 95%% CI):\n\n"
       printf "| ratio | direction | rounds | Mbit/s | Mbit per CPU-second |\n|---|---|---|---|---|\n"
-      for (j = 2; j <= 4; j++) for (i = 1; i <= 2; i++) {
-        o = al[j]; d = dl[i]; line = ""
+      np = split("uvhost:testpmd uvhost:qemu-tap uvhost:uvhost-b uvhost-b:qemu-tap uvhost-b:testpmd", pairs, " ")
+      for (j = 1; j <= np; j++) for (i = 1; i <= 2; i++) {
+        split(pairs[j], ab, ":"); u = ab[1]; o = ab[2]; d = dl[i]; line = ""
         for (f = 1; f <= 2; f++) {
           fig = f == 1 ? "mbps" : "eff"; m = 0; ss = 0; c = 0
-          for (r in rounds) if ((("uvhost", r, d, fig) in val) && ((o, r, d, fig) in val) && val[o, r, d, fig] > 0 && val["uvhost", r, d, fig] > 0) {
-            x = log(val["uvhost", r, d, fig] / val[o, r, d, fig]); m += x; ss += x * x; c++
+          for (r in rounds) if (((u, r, d, fig) in val) && ((o, r, d, fig) in val) && val[o, r, d, fig] > 0 && val[u, r, d, fig] > 0) {
+            x = log(val[u, r, d, fig] / val[o, r, d, fig]); m += x; ss += x * x; c++
           }
           if (c == 0) { line = line " | -"; continue }
           mu = m / c; h = c > 1 ? tq(c - 1) * sqrt((ss - m * m / c) / (c - 1)) / sqrt(c) : 0
           line = line sprintf(" | %.2fx [%.2f, %.2f]", exp(mu), exp(mu - h), exp(mu + h))
           cnt = c
         }
-        if (line != " | - | -") printf "| uvhost / %s | %s | %d%s |\n", o, d, cnt, line
+        if (line != " | - | -") printf "| %s / %s | %s | %d%s |\n", u, o, d, cnt, line
       }
     }' "$results"
 }
@@ -257,7 +264,7 @@ run() {
     for ((i = 0; i < n; i++)); do
       case ${order[(i + r - 1) % n]} in
         uvhost) round_uvhost "$r" ;;
-        uvhost-b) round_uvhost "$r" uvhost-b "$uvhost_b" ;;
+        uvhost-b) round_uvhost "$r" uvhost-b "$uvhost_b" "$port_extra_b" ;;
         testpmd) round_testpmd "$r" ;;
         qemu-tap) round_qemu_tap "$r" ;;
         *) fail "unknown arrangement ${order[(i + r - 1) % n]}" ;;
