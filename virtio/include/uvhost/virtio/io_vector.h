@@ -23,6 +23,8 @@
 #include <memory>
 #include <span>
 
+#include "uvhost/virtio/copy_bytes.h"
+
 namespace uvhost::virtio {
 
 struct IoPiece {
@@ -89,7 +91,7 @@ inline size_t copy_from_pieces(std::span<const IoPiece> pieces, size_t offset, s
   size_t copied = 0;
   for (; p < pieces.size() && copied < dst.size(); ++p, offset = 0) {
     const size_t n = std::min(pieces[p].len - offset, dst.size() - copied);
-    std::memcpy(dst.data() + copied, pieces[p].data + offset, n);
+    copy_bytes(dst.data() + copied, pieces[p].data + offset, n);
     copied += n;
   }
   return copied;
@@ -103,7 +105,7 @@ inline size_t copy_to_pieces(std::span<const IoPiece> pieces, size_t offset, std
   size_t copied = 0;
   for (; p < pieces.size() && copied < src.size(); ++p, offset = 0) {
     const size_t n = std::min(pieces[p].len - offset, src.size() - copied);
-    std::memcpy(pieces[p].data + offset, src.data() + copied, n);
+    copy_bytes(pieces[p].data + offset, src.data() + copied, n);
     copied += n;
   }
   return copied;
