@@ -260,11 +260,6 @@ testing::TcpFrameSpec tcp_spec_of(size_t frame_bytes) {
   return spec;
 }
 
-bool is_tcp_to_5001(const Bytes& frame) {
-  return frame.size() >= testing::kEthHeader + testing::kIpHeader + testing::kTcpHeader &&
-         testing::get16(frame, 12) == ETHERTYPE_IP && testing::get8(frame, testing::kEthHeader + 9) == IPPROTO_TCP &&
-         testing::get16(frame, testing::kEthHeader + testing::kIpHeader + 2) == 5001;
-}
 
 TEST_F(TapBackendTest, OffersHostOffloadsAndTheGuestOffloadsTheKernelTakes) {
   TapBackendOptions options;
@@ -306,7 +301,7 @@ TEST_F(TapBackendTest, SixtyFourKibSuperFramesPassBothWaysWhole) {
   header.csum_offset = 16;
   ASSERT_TRUE(tap->transmit(0, header, frame));
   const auto seen = testing::packet_receive(peer.get(), [](const Bytes& f) {
-    return is_tcp_to_5001(Bytes(f.begin() + virtio::kNetHeaderSizeLegacy, f.end()));
+    return testing::is_ipv4_tcp_to(Bytes(f.begin() + virtio::kNetHeaderSizeLegacy, f.end()));
   });
   ASSERT_TRUE(seen) << "the 64 KiB frame never reached the host";
   EXPECT_EQ(seen->size() - virtio::kNetHeaderSizeLegacy, frame.size());
@@ -322,7 +317,7 @@ TEST_F(TapBackendTest, SixtyFourKibSuperFramesPassBothWaysWhole) {
   Bytes sent = testing::packet_vnet_header(header);
   sent.insert(sent.end(), largest.begin(), largest.end());
   ASSERT_TRUE(testing::packet_send(peer.get(), tap->ifindex(), sent)) << std::strerror(errno);
-  const auto pulled = pull_matching(*tap, 0, is_tcp_to_5001);
+  const auto pulled = pull_matching(*tap, 0, [](const Bytes& f) { return testing::is_ipv4_tcp_to(f); });
   ASSERT_TRUE(pulled) << "no super-frame came out of pull()";
   EXPECT_EQ(pulled->frame, largest);
   EXPECT_EQ(pulled->header.gso_type, virtio::kNetGsoTcpV4);

@@ -188,11 +188,6 @@ virtio::NetHeader tcp_gso_net_header() {
   return header;
 }
 
-bool is_our_tcp(const Bytes& frame) {
-  return frame.size() >= testing::kEthHeader + testing::kIpHeader + testing::kTcpHeader &&
-         testing::get16(frame, 12) == ETHERTYPE_IP && testing::get8(frame, testing::kEthHeader + 9) == IPPROTO_TCP &&
-         testing::get16(frame, testing::kEthHeader + testing::kIpHeader + 2) == 5001;
-}
 
 // ---- opening -------------------------------------------------------------------------
 
@@ -490,7 +485,7 @@ TEST_F(TapTest, GsoFrameWrittenWithOffloadsIsAcceptedAsOneGsoPacket) {
 
   // The stack got one GSO packet of the whole size (segmented later, where needed).
   const auto seen = testing::packet_receive(sniff.get(), [](const Bytes& f) {
-    return is_our_tcp(Bytes(f.begin() + sizeof(PacketVnetHeader), f.end()));
+    return testing::is_ipv4_tcp_to(Bytes(f.begin() + sizeof(PacketVnetHeader), f.end()));
   });
   ASSERT_TRUE(seen);
   PacketVnetHeader got{};
@@ -555,7 +550,7 @@ TEST_F(TapTest, OffloadsDecideWhetherTheTapHandsUsGsoOrSegments) {
   std::string error;
   ASSERT_TRUE(tap->set_offloads(features({net_feature::kGuestCsum, net_feature::kGuestTso4}), error)) << error;
   ASSERT_TRUE(testing::packet_send(inject.get(), tap->ifindex(), gso_packet)) << std::strerror(errno);
-  const auto whole = read_matching(*tap, is_our_tcp);
+  const auto whole = read_matching(*tap, [](const Bytes& f) { return testing::is_ipv4_tcp_to(f); });
   ASSERT_TRUE(whole) << "no GSO frame came out of the tap";
   EXPECT_EQ(whole->header.gso_type, virtio::kNetGsoTcpV4);
   EXPECT_EQ(whole->header.gso_size, 1448);
@@ -570,7 +565,7 @@ TEST_F(TapTest, OffloadsDecideWhetherTheTapHandsUsGsoOrSegments) {
   ASSERT_TRUE(testing::packet_send(inject.get(), tap->ifindex(), gso_packet));
   Bytes payload;
   for (int segment = 0; segment < 3; ++segment) {
-    const auto got = read_matching(*tap, is_our_tcp);
+    const auto got = read_matching(*tap, [](const Bytes& f) { return testing::is_ipv4_tcp_to(f); });
     ASSERT_TRUE(got) << "segment " << segment << " missing";
     EXPECT_EQ(got->header.gso_type, virtio::kNetGsoNone);
     EXPECT_EQ(got->header.flags & virtio::kNetHdrFlagNeedsCsum, 0);

@@ -374,6 +374,12 @@ inline Bytes tcp_frame(const TcpFrameSpec& spec) {
   return frame;
 }
 
+// An IPv4 TCP frame to `port` (tcp_frame's default destination port: 5001).
+inline bool is_ipv4_tcp_to(const Bytes& frame, uint16_t port = 5001) {
+  return frame.size() >= kEthHeader + kIpHeader + kTcpHeader && get16(frame, 12) == ETHERTYPE_IP &&
+         get8(frame, kEthHeader + 9) == IPPROTO_TCP && get16(frame, kEthHeader + kIpHeader + 2) == port;
+}
+
 // IPv4 header and TCP checksums of a received frame both verify.
 inline bool ipv4_tcp_checksums_valid(const Bytes& frame) {
   if (frame.size() < kEthHeader + kIpHeader + kTcpHeader) return false;
