@@ -18,7 +18,8 @@
 //    ones once completed); a sink that stops early is obeyed;
 //  - flow_hash() on prefixes of the frame, each a buffer of exactly its length (so
 //    ASan sees a read past it), and on the frame's mirror image, made by its own small
-//    parser (MACs, IP addresses and TCP/UDP ports swapped): the same hash both ways.
+//    parser (MACs, IP addresses and TCP/UDP ports swapped): the same hash, and the same
+//    "TCP without payload", both ways.
 //
 // Input layout, kept in sync with make_corpus.py:
 //   [0]      options: bit 0 partial checksums; bits 1-2 max_segments (256, 1, 8, 65535);
@@ -324,7 +325,12 @@ void check_flow_hash(std::span<const std::byte> frame) {
     (void)flow_hash(prefix);
   }
   Bytes mirrored(frame.begin(), frame.end());
-  if (mirror(mirrored)) FUZZ_CHECK(flow_hash(mirrored) == hash);
+  if (mirror(mirrored)) {
+    const FrameFlow there = frame_flow(frame);
+    const FrameFlow back = frame_flow(mirrored);
+    FUZZ_CHECK(back.hash == hash && there.hash == hash);
+    FUZZ_CHECK(back.tcp_without_payload == there.tcp_without_payload);  // lengths are not swapped
+  }
 }
 
 }  // namespace

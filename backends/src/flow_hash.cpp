@@ -39,6 +39,7 @@ struct FlowKey {
   uint8_t protocol = 0;
   Endpoint source;
   Endpoint destination;
+  bool tcp_without_payload = false;  // not hashed
 };
 
 // Accumulates 64-bit words (multiply, xor-shift: each step a bijection of the state
@@ -86,12 +87,18 @@ FlowKey mac_key(std::span<const std::byte> frame) noexcept {
   return key;
 }
 
-// TCP's or UDP's ports at l4, when the key's protocol has them and the frame holds them.
-void read_ports(std::span<const std::byte> frame, size_t l4, FlowKey& key) noexcept {
+// TCP's or UDP's ports at l4, when the key's protocol has them and the frame holds them;
+// and whether a TCP segment carries no payload: its IP packet, as long as the IP
+// header's length field says (`ip_end`; the frame may be padded), ends exactly where
+// its TCP header does.
+void read_transport(std::span<const std::byte> frame, size_t l4, size_t ip_end, FlowKey& key) noexcept {
   if (key.protocol != kProtocolTcp && key.protocol != kProtocolUdp) return;
   if (frame.size() < l4 + 4) return;
   key.source.port = load_be16(frame, l4);
   key.destination.port = load_be16(frame, l4 + 2);
+  if (key.protocol != kProtocolTcp || frame.size() <= l4 + kTcpDataOffsetAt) return;
+  const size_t tcp_header = size_t{load8(frame, l4 + kTcpDataOffsetAt)} / 16 * 4;
+  key.tcp_without_payload = tcp_header >= kTcpMinHeader && ip_end == l4 + tcp_header;
 }
 
 bool ipv4_key(std::span<const std::byte> frame, size_t l3, FlowKey& key) noexcept {
@@ -104,7 +111,8 @@ bool ipv4_key(std::span<const std::byte> frame, size_t l3, FlowKey& key) noexcep
   key.source.address[0] = load_be32(frame, l3 + kIpv4AddressesAt);
   key.destination.address[0] = load_be32(frame, l3 + kIpv4AddressesAt + 4);
   const bool fragment = (load_be16(frame, l3 + kIpv4FragmentAt) & kIpv4FragmentMask) != 0;
-  if (!fragment) read_ports(frame, l3 + header_bytes, key);
+  const size_t ip_end = l3 + load_be16(frame, l3 + kIpv4TotalLengthAt);
+  if (!fragment) read_transport(frame, l3 + header_bytes, ip_end, key);
   return true;
 }
 
@@ -136,7 +144,8 @@ bool ipv6_key(std::span<const std::byte> frame, size_t l3, FlowKey& key) noexcep
     }
   }
   key.protocol = next;
-  if (!fragment) read_ports(frame, offset, key);
+  const size_t ip_end = l3 + kIpv6Header + load_be16(frame, l3 + kIpv6PayloadLengthAt);
+  if (!fragment) read_transport(frame, offset, ip_end, key);
   return true;
 }
 
@@ -158,10 +167,10 @@ bool ip_key(std::span<const std::byte> frame, FlowKey& key) noexcept {
 
 }  // namespace
 
-uint32_t flow_hash(std::span<const std::byte> frame) noexcept {
+FrameFlow frame_flow(std::span<const std::byte> frame) noexcept {
   FlowKey key;
   if (!ip_key(frame, key)) key = mac_key(frame);
-  return hash_of(key);
+  return FrameFlow{hash_of(key), key.tcp_without_payload};
 }
 
 }  // namespace uvhost::backends

@@ -383,10 +383,14 @@ bool SwitchBackend::forward_one(uint32_t pair, PacketPtr packet) {
       hub_.switch_.forward(packet->frame, id_, SwitchClock::now(), forwarding_[pair].counters);
   if (decision.kind == ForwardKind::kDrop) return false;
   // This guest sends the flow on `pair`: the flow's other direction comes back on it.
-  const uint32_t flow = flow_hash(packet->frame);
-  steering_.record_transmit(flow, pair);
+  // Not said by a TCP segment without payload: the guest's kernel sends those (ACKs
+  // above all) from whichever CPU handled the event, so their queue alternates with
+  // the CPUs; recorded, they would move the flow's receive pair back and forth while
+  // its frames are in flight, out of order (see switch_backend.h).
+  const FrameFlow flow = frame_flow(packet->frame);
+  if (!flow.tcp_without_payload) steering_.record_transmit(flow.hash, pair);
   const virtio::NetHeader header = packet->header;
-  return hub_.deliver(decision, id_, flow, header, packet->frame, layout, delivery_, pair, &packet) > 0;
+  return hub_.deliver(decision, id_, flow.hash, header, packet->frame, layout, delivery_, pair, &packet) > 0;
 }
 
 ForwardingStats SwitchBackend::forwarding() const noexcept {

@@ -2,7 +2,8 @@
 // (IPv4, IPv6, TCP, UDP, other protocols, non-IP), different flows apart and evenly,
 // fragments by their addresses, VLAN tags and IPv6 extension headers skipped, and a
 // frame cut at every length (each a buffer of exactly that size, so ASan sees any read
-// past it) falls back to the key its bytes still hold.
+// past it) falls back to the key its bytes still hold. frame_flow(): which frames are
+// TCP segments without payload (by the IP length, padding or not).
 #include "uvhost/backends/flow_hash.h"
 
 #include <netinet/in.h>
@@ -274,6 +275,56 @@ TEST(FlowHash, MalformedIpHeadersFallBackToTheMacs) {
   OffloadFrameSpec fragment = udp6();
   fragment.fragment = testing::Ipv6Fragment{8, false, 1};
   EXPECT_EQ(hash_of(frame), hash_of(fragment));
+}
+
+bool without_payload(const Bytes& frame) { return frame_flow(frame).tcp_without_payload; }
+
+TEST(FrameFlow, TcpSegmentsWithoutPayloadAreTold) {
+  OffloadFrameSpec ack = tcp4();
+  ack.payload.clear();
+  ack.tcp_flags = 0x10;
+  OffloadFrameSpec syn = ack;
+  syn.tcp_flags = 0x02;
+  syn.tcp_options = Bytes(20, std::byte{1});  // MSS, SACK, timestamps, window scale: 20 bytes
+  OffloadFrameSpec ack6 = ack;
+  ack6.ipv6 = true;
+  ack6.extensions = {{0, 8}};
+  OffloadFrameSpec tagged = ack;
+  tagged.vlans = {{0x8100, 9}};
+  for (const OffloadFrameSpec& spec : {ack, syn, ack6, tagged}) {
+    const Bytes frame = testing::offload_frame(spec);
+    EXPECT_TRUE(without_payload(frame)) << frame.size();
+    EXPECT_EQ(frame_flow(frame).hash, flow_hash(frame));
+    Bytes padded = frame;
+    padded.resize(std::max<size_t>(frame.size() + 6, 60));  // Ethernet padding is not payload
+    EXPECT_TRUE(without_payload(padded)) << frame.size();
+  }
+  EXPECT_EQ(frame_flow(testing::offload_frame(ack)).hash, hash_of(tcp4()));  // the same flow
+
+  OffloadFrameSpec one_byte = ack;
+  one_byte.payload = Bytes(1, std::byte{7});
+  EXPECT_FALSE(without_payload(testing::offload_frame(one_byte)));
+  EXPECT_FALSE(without_payload(testing::offload_frame(tcp4())));
+  // A GSO frame whose IPv4 total length is 0, and one whose length points past the
+  // headers: they carry data (whatever the field says, it does not end at the header).
+  OffloadFrameSpec zero_length = tcp4();
+  zero_length.ip_length = 0;
+  EXPECT_FALSE(without_payload(testing::offload_frame(zero_length)));
+  // Not TCP, or not a whole TCP header's worth of information: not told.
+  OffloadFrameSpec empty_udp = udp6();
+  empty_udp.payload.clear();
+  EXPECT_FALSE(without_payload(testing::offload_frame(empty_udp)));
+  OffloadFrameSpec fragment = ack;
+  fragment.ip_fragment = 0x2000;
+  EXPECT_FALSE(without_payload(testing::offload_frame(fragment)));
+  Bytes cut = testing::offload_frame(ack);
+  cut.resize(testing::offsets_of(ack).l4 + 12);  // the data offset byte is missing
+  EXPECT_FALSE(without_payload(cut));
+  Bytes bad_offset = testing::offload_frame(ack);
+  bad_offset[testing::offsets_of(ack).l4 + 12] = std::byte{0x40};  // 4 words: less than a TCP header
+  testing::set16(bad_offset, testing::kEthHeader + 2, 20 + 16);
+  EXPECT_FALSE(without_payload(bad_offset));
+  EXPECT_FALSE(without_payload(not_ip(ack)));
 }
 
 }  // namespace

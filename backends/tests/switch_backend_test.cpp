@@ -639,6 +639,23 @@ TEST_F(SwitchSteeringTest, AFlowArrivesOnThePairItsReceiverTransmitsItOn) {
   EXPECT_EQ(pairs_asked(in_b_), Pairs{1});
 }
 
+// b's TCP segments without payload (its ACKs, sent from whichever CPU took the data
+// in) do not move the conversation: only segments with data (and other frames) do.
+TEST_F(SwitchSteeringTest, TcpSegmentsWithoutPayloadDoNotMoveTheFlow) {
+  const uint16_t client = client_port_hashed_to(0);
+  Bytes pure_ack = testing::tcp_frame({.destination = kMacA, .source = kMacB, .ip_source = kIpB, .ip_destination = kIpA,
+                                       .port_source = kServerPort, .port_destination = client, .payload = 0});
+  pure_ack.resize(60);  // Ethernet padding: still no payload
+  ASSERT_TRUE(frame_flow(pure_ack).tcp_without_payload);
+  ASSERT_TRUE(b_->transmit(1, {}, pure_ack));
+  ASSERT_TRUE(a_->transmit(1, {}, a_to_b(client)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs{0});  // not recorded: the hash's pair
+  ASSERT_TRUE(b_->transmit(1, {}, b_to_a(client)));  // data on pair 1: recorded
+  ASSERT_TRUE(b_->transmit(0, {}, pure_ack));        // an ACK from the other CPU
+  ASSERT_TRUE(a_->transmit(0, {}, a_to_b(client)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs{1});
+}
+
 // Nobody on b sent the conversation: every frame of it takes the pair its hash picks,
 // whatever pair a sends it from; conversations with different hashes use both pairs.
 TEST_F(SwitchSteeringTest, AFlowTheReceiverNeverSentKeepsItsHashsPair) {
@@ -703,7 +720,7 @@ TEST_F(SwitchSteeringTest, EverySegmentOfACopyTakesTheSteeredPair) {
   const Bytes answer = testing::tcp_frame({.destination = kMacA, .source = kMacB,
                                            .ip_source = testing::kIpv4Destination, .ip_destination = testing::kIpv4Source,
                                            .port_source = spec.port_destination, .port_destination = spec.port_source,
-                                           .payload = 0});
+                                           .payload = 10});
   ASSERT_EQ(flow_hash(answer), flow_hash(testing::offload_frame(spec)));
   const uint32_t steered = 1 - flow_hash(answer) % 2;  // not the hash's pair
   ASSERT_TRUE(b_->transmit(steered, {}, answer));

@@ -22,7 +22,9 @@
 //  - record_transmit(flow_hash, pair): the port's guest transmitted a frame of that
 //    flow on `pair` (< queue_pairs(); debug builds abort otherwise). The entry is
 //    stored only when it differs, so a flow that stays on its queue never writes the
-//    line other ports' workers read.
+//    line other ports' workers read. Which frames say where the guest wants a flow is
+//    the caller's choice (the switch leaves out TCP segments without payload, whose
+//    queue follows whichever CPU sent them: switch_backend.h).
 //  - receive_pair(flow_hash): the entry's pair when its tag is the flow's and the pair
 //    is < queue_pairs(); otherwise flow_hash % queue_pairs(), so a flow that was never
 //    transmitted keeps one pair for all its frames. Always < queue_pairs().

@@ -43,7 +43,14 @@
 //    with a reason, counted per pair). Drop: returns false.
 //  - The frame's flow hash (flow_hash.h, the same for both directions of a
 //    conversation) is recorded in the sending port's receive steering
-//    (receive_steering.h): that flow was transmitted on `pair`.
+//    (receive_steering.h): that flow was transmitted on `pair`. Not for a TCP segment
+//    without payload (a pure ACK, SYN, FIN, RST; FrameFlow::tcp_without_payload): a
+//    Linux guest sends those from whichever CPU handled the event (an ACK from the CPU
+//    that took the data in, or from its reader's), and XPS puts each on that CPU's
+//    queue, so a receiving guest's ACKs alternate between its queues. Recorded, they
+//    would move the flow's data between the receiver's queues while earlier frames
+//    are still in the other one: out of order. Segments with data come from the
+//    socket's sender, whose queue XPS keeps while data is in flight.
 //  - Unicast: the destination member gets a copy (Packet: header with num_buffers 0,
 //    frame) through inject(receive pair, ...). A destination
 //    that is not in the member set (detached, or removed while the frame was decided)
