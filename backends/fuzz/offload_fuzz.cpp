@@ -1,7 +1,8 @@
 // offload_fuzz.cpp - libFuzzer target: an arbitrary virtio-net header, frame and
-// sender features through validate_offload(), gso_segment() and the checksum code.
-// Besides the sanitizers it checks, with its own plain reference sum (16 bits at a
-// time, nothing shared with the code under test):
+// sender features through validate_offload(), gso_segment(), the checksum code and
+// flow_hash() (the switch's receive steering key). Besides the sanitizers it checks,
+// with its own plain reference sum (16 bits at a time, nothing shared with the code
+// under test):
 //  - ones_complement_sum() equals the reference on the frame and on a suffix of it;
 //  - validation names a real reason; a refused header leaves an empty layout;
 //  - validation of the frame's first bytes only (validate_offload_head) agrees with
@@ -14,7 +15,11 @@
 //    right; the payload (TCP, USO) or the UDP datagram (UFO, from the fragments at
 //    their offsets) re-assembles to the original; TCP sequence numbers and flags as
 //    gso_segment.h says; TCP/UDP checksums verify (complete ones directly, partial
-//    ones once completed); a sink that stops early is obeyed.
+//    ones once completed); a sink that stops early is obeyed;
+//  - flow_hash() on prefixes of the frame, each a buffer of exactly its length (so
+//    ASan sees a read past it), and on the frame's mirror image, made by its own small
+//    parser (MACs, IP addresses and TCP/UDP ports swapped): the same hash, and the same
+//    "TCP without payload", both ways.
 //
 // Input layout, kept in sync with make_corpus.py:
 //   [0]      options: bit 0 partial checksums; bits 1-2 max_segments (256, 1, 8, 65535);
@@ -30,8 +35,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "uvhost/backends/flow_hash.h"
 #include "uvhost/backends/gso_segment.h"
 #include "uvhost/backends/inet_checksum.h"
 #include "uvhost/backends/net_features.h"
@@ -264,6 +271,68 @@ void check_segments(std::span<const std::byte> frame, const OffloadLayout& layou
   }
 }
 
+// ---- the flow hash ---------------------------------------------------------------------
+
+void swap_bytes(Bytes& b, size_t x, size_t y, size_t count) {
+  for (size_t i = 0; i < count; ++i) std::swap(b[x + i], b[y + i]);
+}
+
+// The frame of the other direction, as far as this reference knows the layout: MACs
+// swapped; behind at most two VLAN tags, a complete IPv4 header's addresses (and the
+// TCP/UDP ports when not a fragment) or an IPv6 header's addresses (and the ports when
+// no extension header follows). false: an IPv6 extension header, which this reference
+// does not walk (the frame's mirror is unknown).
+bool mirror(Bytes& f) {
+  if (f.size() < 12) return true;
+  swap_bytes(f, 0, 6, 6);
+  if (f.size() < 14) return true;
+  size_t l3 = 14;
+  uint16_t type = get16(f, 12);
+  for (int tags = 0; tags < 2 && (type == 0x8100 || type == 0x88a8); ++tags) {
+    if (f.size() < l3 + 4) return true;
+    type = get16(f, l3 + 2);
+    l3 += 4;
+  }
+  size_t l4 = 0;
+  uint8_t protocol = 0;
+  if (type == 0x0800) {
+    if (f.size() < l3 + 20) return true;
+    const size_t header = size_t{get8(f, l3) & 0x0fU} * 4;
+    if ((get8(f, l3) >> 4) != 4 || header < 20 || f.size() < l3 + header) return true;
+    swap_bytes(f, l3 + 12, l3 + 16, 4);
+    if ((get16(f, l3 + 6) & 0x3fff) != 0) return true;  // a fragment: no ports
+    protocol = get8(f, l3 + 9);
+    l4 = l3 + header;
+  } else if (type == 0x86dd) {
+    if (f.size() < l3 + 40 || (get8(f, l3) >> 4) != 6) return true;
+    swap_bytes(f, l3 + 8, l3 + 24, 16);
+    protocol = get8(f, l3 + 6);
+    if (protocol == 0 || protocol == 43 || protocol == 44 || protocol == 60) return false;
+    l4 = l3 + 40;
+  } else {
+    return true;
+  }
+  if ((protocol == 6 || protocol == 17) && f.size() >= l4 + 4) swap_bytes(f, l4, l4 + 2, 2);
+  return true;
+}
+
+void check_flow_hash(std::span<const std::byte> frame) {
+  const uint32_t hash = flow_hash(frame);
+  for (const size_t length : {size_t{0}, size_t{12}, size_t{13}, size_t{14}, size_t{33}, size_t{37}, size_t{53},
+                              size_t{57}, frame.size() / 2, frame.size() - (frame.empty() ? 0 : 1)}) {
+    if (length > frame.size()) continue;
+    const Bytes prefix(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(length));
+    (void)flow_hash(prefix);
+  }
+  Bytes mirrored(frame.begin(), frame.end());
+  if (mirror(mirrored)) {
+    const FrameFlow there = frame_flow(frame);
+    const FrameFlow back = frame_flow(mirrored);
+    FUZZ_CHECK(back.hash == hash && there.hash == hash);
+    FUZZ_CHECK(back.tcp_without_payload == there.tcp_without_payload);  // lengths are not swapped
+  }
+}
+
 }  // namespace
 
 // validate_offload_head on a copy of the frame's first bytes (so the sanitizers see a
@@ -303,6 +372,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> frame(bytes + kPrefix, size - kPrefix);
 
   check_sum(frame);
+  check_flow_hash(frame);
   OffloadLimits limits;
   limits.max_segments = max_segments(options);
   const OffloadCheck check = validate_offload(header, frame, features, limits);

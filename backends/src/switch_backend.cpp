@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "switch_uplink.h"
+#include "uvhost/backends/flow_hash.h"
 #include "uvhost/backends/net_features.h"
 #include "uvhost/backends/offload_adapt.h"
 #include "uvhost/sync/misuse.h"
@@ -77,16 +78,6 @@ size_t longest_on_link(std::span<const std::byte> frame, const OffloadLayout& la
   return layout.kind == GsoKind::kNone ? frame.size() : layout.max_segment_bytes;
 }
 
-// Which receive pair a frame from the uplink goes to: a hash of its MAC addresses, so
-// one conversation stays in order on one pair (inject() maps it onto the port's pairs).
-uint32_t mac_pair_hash(std::span<const std::byte> frame) noexcept {
-  uint32_t hash = 2166136261U;  // FNV-1a
-  for (size_t i = 0; i < 12 && i < frame.size(); ++i) {
-    hash = (hash ^ std::to_integer<uint32_t>(frame[i])) * 16777619U;
-  }
-  return hash;
-}
-
 }  // namespace
 
 // ---- the uplink's state in the hub ------------------------------------------------------
@@ -118,7 +109,10 @@ SwitchHub::~SwitchHub() {
 }
 
 std::unique_ptr<SwitchBackend> SwitchHub::add_port(std::string name, uint32_t queue_pairs, std::optional<uint32_t> mtu) {
-  if (queue_pairs == 0) throw std::invalid_argument("switch port: queue_pairs must be at least 1");
+  if (queue_pairs == 0 || queue_pairs > ReceiveSteering::kMaxQueuePairs) {
+    throw std::invalid_argument(
+        fmt::format("switch port: queue_pairs must be in 1..{}", ReceiveSteering::kMaxQueuePairs));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   std::unique_ptr<SwitchBackend> port(new SwitchBackend(*this, next_id_++, std::move(name), queue_pairs));
   if (mtu) port->mtu_changed(*mtu);
@@ -137,7 +131,7 @@ bool SwitchHub::add_tap_uplink(const TapBackendOptions& options, std::string& er
   if (!uplink->link) return false;
   uplink->id = next_id_++;
   uplink->name = "uplink:" + uplink->link->tap().name();
-  join(Member{uplink->id, uplink->link.get(), uplink->name, nullptr, nullptr});
+  join(Member{uplink->id, uplink->link.get(), uplink->name, nullptr, nullptr, nullptr});
   // The thread gets its Uplink directly: it never reads uplink_ (set below, reset by
   // ~SwitchHub under mutex_ while the thread may still run).
   Uplink* const raw = uplink.get();
@@ -173,7 +167,7 @@ void SwitchHub::unregister(SwitchBackend* port) {
   std::erase(ports_, port);
 }
 
-bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
+bool SwitchHub::deliver_copy(const Member& member, uint32_t flow, const virtio::NetHeader& header,
                              std::span<const std::byte> frame, const OffloadLayout& layout,
                              SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
   // relaxed: the features and the MTU are values on their own (switch_backend.h).
@@ -184,6 +178,7 @@ bool SwitchHub::deliver_copy(const Member& member, uint32_t pair, const virtio::
     counters.add(counter_pair, switch_delivery::kOverMtu);
     return false;
   }
+  const uint32_t pair = member.steering != nullptr ? member.steering->receive_pair(flow) : 0;
   const OffloadFit fit = offload_fit(header, layout, features);
   if (fit == OffloadFit::kSegment) {
     const size_t injected =
@@ -236,7 +231,7 @@ bool SwitchHub::admit(const virtio::NetHeader& header, std::span<const std::byte
   return true;
 }
 
-size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair,
+size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint32_t flow,
                           const virtio::NetHeader& header, std::span<const std::byte> frame, const OffloadLayout& layout,
                           SwitchDeliveryCounters& counters, uint32_t counter_pair, PacketPtr* owned) {
   // Inside read(): the members' injectors stay valid (leave() waits for us).
@@ -244,7 +239,7 @@ size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint3
     if (decision.kind == ForwardKind::kUnicast) {
       for (const Member& member : members) {
         if (member.id == decision.port) {
-          return deliver_copy(member, pair, header, frame, layout, counters, counter_pair, owned) ? 1 : 0;
+          return deliver_copy(member, flow, header, frame, layout, counters, counter_pair, owned) ? 1 : 0;
         }
       }
       counters.add(counter_pair, switch_delivery::kNotAttached);
@@ -260,7 +255,7 @@ size_t SwitchHub::deliver(const ForwardDecision& decision, PortId ingress, uint3
     for (const Member& member : members) {
       if (member.id == ingress) continue;
       ++targets;
-      if (deliver_copy(member, pair, header, frame, layout, counters, counter_pair, &member == last ? owned : nullptr)) {
+      if (deliver_copy(member, flow, header, frame, layout, counters, counter_pair, &member == last ? owned : nullptr)) {
         ++delivered;
       }
     }
@@ -274,8 +269,7 @@ void SwitchHub::forward_from_uplink(Uplink& uplink, Packet& packet) {
   if (!admit(packet.header, packet.frame, kUplinkSenderFeatures, 0, uplink.delivery, 0, layout)) return;
   const ForwardDecision decision = switch_.forward(packet.frame, uplink.id, SwitchClock::now(), uplink.forwarding);
   if (decision.kind == ForwardKind::kDrop) return;
-  (void)deliver(decision, uplink.id, mac_pair_hash(packet.frame), packet.header, packet.frame, layout,
-                uplink.delivery, 0);
+  (void)deliver(decision, uplink.id, flow_hash(packet.frame), packet.header, packet.frame, layout, uplink.delivery, 0);
 }
 
 nlohmann::json SwitchHub::stats() const {
@@ -320,7 +314,8 @@ SwitchBackend::SwitchBackend(SwitchHub& hub, PortId id, std::string name, uint32
       id_(id),
       name_(std::move(name)),
       forwarding_(std::make_unique<PairForwarding[]>(queue_pairs)),
-      delivery_(queue_pairs) {}
+      delivery_(queue_pairs),
+      steering_(queue_pairs) {}
 
 SwitchBackend::~SwitchBackend() {
   detach();
@@ -335,7 +330,7 @@ std::string SwitchBackend::describe() const {
 void SwitchBackend::attach(RxInjector& injector) {
   if (attached()) detach();
   PortBackend::attach(injector);
-  hub_.join(SwitchHub::Member{id_, &injector, name_, &guest_features_, &mtu_});
+  hub_.join(SwitchHub::Member{id_, &injector, name_, &guest_features_, &mtu_, &steering_});
   attached_.store(true, std::memory_order_relaxed);  // relaxed: see the member's comment
 }
 
@@ -387,8 +382,15 @@ bool SwitchBackend::forward_one(uint32_t pair, PacketPtr packet) {
   const ForwardDecision decision =
       hub_.switch_.forward(packet->frame, id_, SwitchClock::now(), forwarding_[pair].counters);
   if (decision.kind == ForwardKind::kDrop) return false;
+  // This guest sends the flow on `pair`: the flow's other direction comes back on it.
+  // Not said by a TCP segment without payload: the guest's kernel sends those (ACKs
+  // above all) from whichever CPU handled the event, so their queue alternates with
+  // the CPUs; recorded, they would move the flow's receive pair back and forth while
+  // its frames are in flight, out of order (see switch_backend.h).
+  const FrameFlow flow = frame_flow(packet->frame);
+  if (!flow.tcp_without_payload) steering_.record_transmit(flow.hash, pair);
   const virtio::NetHeader header = packet->header;
-  return hub_.deliver(decision, id_, pair, header, packet->frame, layout, delivery_, pair, &packet) > 0;
+  return hub_.deliver(decision, id_, flow.hash, header, packet->frame, layout, delivery_, pair, &packet) > 0;
 }
 
 ForwardingStats SwitchBackend::forwarding() const noexcept {

@@ -18,6 +18,7 @@ namespace uvhost::backends::testing {
 struct Injected {
   uint32_t pair = 0;  // already mapped: pair % queue_pairs()
   PacketPtr packet;
+  uint32_t asked = 0;  // the pair inject() was called with, as it was
 };
 
 class CollectingInjector final : public RxInjector {
@@ -32,7 +33,7 @@ class CollectingInjector final : public RxInjector {
       ++refused_;
       return false;
     }
-    if (keep_) packets_.push_back(Injected{pair % pairs_, std::move(packet)});
+    if (keep_) packets_.push_back(Injected{pair % pairs_, std::move(packet), pair});
     ++accepted_;
     changed_.notify_all();
     return true;

@@ -23,6 +23,7 @@
 #include "collecting_injector.h"
 #include "offload_frames.h"
 #include "tap_test_support.h"
+#include "uvhost/backends/flow_hash.h"
 
 namespace uvhost::backends {
 namespace {
@@ -203,19 +204,7 @@ TEST(SwitchHub, FloodWithoutOtherMembersAndBadPairs) {
   EXPECT_FALSE(alone->transmit(2, {}, frame(kBroadcast, kMacA, 1)));
   EXPECT_EQ(alone->stats().at("bad_pair"), 1);
   EXPECT_THROW((void)hub.add_port("none", 0), std::invalid_argument);
-}
-
-TEST(SwitchHub, PairOfTheIngressIsKeptModuloTheReceiversPairs) {
-  SwitchHub hub;
-  CollectingInjector in_four(4), in_two(2);
-  auto four = hub.add_port("four", 4);
-  auto two = hub.add_port("two", 2);
-  four->attach(in_four);
-  two->attach(in_two);
-  ASSERT_TRUE(four->transmit(3, {}, frame(kBroadcast, kMacA, 1)));
-  const auto got = in_two.take();
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].pair, 1u);  // 3 % 2
+  EXPECT_THROW((void)hub.add_port("too many", ReceiveSteering::kMaxQueuePairs + 1), std::invalid_argument);
 }
 
 TEST(SwitchHub, StatsNameEveryPortAndTheTable) {
@@ -580,6 +569,166 @@ TEST(SwitchHub, PortsTakeTheirMtuFromAddPortUntilTheFrontendSetsOne) {
   EXPECT_EQ(jumbo->mtu(), 1500u);
 }
 
+// ---- receive pairs: each receiver's steering ------------------------------------------------
+
+constexpr uint32_t kIpA = 0x0a000a0a;  // 10.0.10.10, guest A's
+constexpr uint32_t kIpB = 0x0a000a0b;  // 10.0.10.11, guest B's
+constexpr uint16_t kServerPort = 5001;
+
+// A TCP frame of the conversation A:client_port <-> B:5001, sent by A or by B.
+Bytes a_to_b(uint16_t client_port, const Mac& destination = kMacB) {
+  return testing::tcp_frame({.destination = destination, .source = kMacA, .ip_source = kIpA, .ip_destination = kIpB,
+                             .port_source = client_port, .port_destination = kServerPort, .payload = 100});
+}
+Bytes b_to_a(uint16_t client_port) {
+  return testing::tcp_frame({.destination = kMacA, .source = kMacB, .ip_source = kIpB, .ip_destination = kIpA,
+                             .port_source = kServerPort, .port_destination = client_port, .payload = 100});
+}
+
+// The first client port from `from` on whose conversation's hash alone picks `pair` of two.
+uint16_t client_port_hashed_to(uint32_t pair, uint16_t from = 40000) {
+  for (uint16_t port = from;; ++port) {
+    if (flow_hash(a_to_b(port)) % 2 == pair) return port;
+  }
+}
+
+// The pairs inject() was asked for, in order (and forgets the frames).
+std::vector<uint32_t> pairs_asked(CollectingInjector& injector) {
+  std::vector<uint32_t> out;
+  for (const auto& injected : injector.take()) out.push_back(injected.asked);
+  return out;
+}
+using Pairs = std::vector<uint32_t>;
+
+// Two 2-pair ports a and b, attached.
+class SwitchSteeringTest : public ::testing::Test {
+ protected:
+  SwitchHub hub_;
+  CollectingInjector in_a_{2}, in_b_{2};
+  std::unique_ptr<SwitchBackend> a_ = hub_.add_port("a", 2);
+  std::unique_ptr<SwitchBackend> b_ = hub_.add_port("b", 2);
+
+  void SetUp() override {
+    a_->attach(in_a_);
+    b_->attach(in_b_);
+  }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+  }
+};
+
+// Guest b transmits the conversation on its pair 1 (the one its hash would not pick):
+// a's frames of it reach b on pair 1 whichever pair a sends them from; when b moves it
+// to pair 0, they follow. And a's own record steers b's answers the same way.
+TEST_F(SwitchSteeringTest, AFlowArrivesOnThePairItsReceiverTransmitsItOn) {
+  const uint16_t client = client_port_hashed_to(0);
+  ASSERT_TRUE(b_->transmit(1, {}, b_to_a(client)));
+  EXPECT_EQ(pairs_asked(in_a_), Pairs{0});  // a never sent it: its hash's pair
+  for (const uint32_t pair : {0U, 1U, 1U, 0U, 1U}) ASSERT_TRUE(a_->transmit(pair, {}, a_to_b(client)));
+  EXPECT_EQ(pairs_asked(in_b_), (Pairs{1, 1, 1, 1, 1}));
+
+  ASSERT_TRUE(b_->transmit(0, {}, b_to_a(client)));  // b's process moved to the other CPU
+  EXPECT_EQ(pairs_asked(in_a_), Pairs{1});           // a sent the flow on pair 1 last
+  for (const uint32_t pair : {1U, 0U, 1U}) ASSERT_TRUE(a_->transmit(pair, {}, a_to_b(client)));
+  EXPECT_EQ(pairs_asked(in_b_), (Pairs{0, 0, 0}));
+
+  // Another conversation between the same guests is steered on its own.
+  const uint16_t other = client_port_hashed_to(1);
+  ASSERT_TRUE(a_->transmit(0, {}, a_to_b(other)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs{1});
+}
+
+// b's TCP segments without payload (its ACKs, sent from whichever CPU took the data
+// in) do not move the conversation: only segments with data (and other frames) do.
+TEST_F(SwitchSteeringTest, TcpSegmentsWithoutPayloadDoNotMoveTheFlow) {
+  const uint16_t client = client_port_hashed_to(0);
+  Bytes pure_ack = testing::tcp_frame({.destination = kMacA, .source = kMacB, .ip_source = kIpB, .ip_destination = kIpA,
+                                       .port_source = kServerPort, .port_destination = client, .payload = 0});
+  pure_ack.resize(60);  // Ethernet padding: still no payload
+  ASSERT_TRUE(frame_flow(pure_ack).tcp_without_payload);
+  ASSERT_TRUE(b_->transmit(1, {}, pure_ack));
+  ASSERT_TRUE(a_->transmit(1, {}, a_to_b(client)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs{0});  // not recorded: the hash's pair
+  ASSERT_TRUE(b_->transmit(1, {}, b_to_a(client)));  // data on pair 1: recorded
+  ASSERT_TRUE(b_->transmit(0, {}, pure_ack));        // an ACK from the other CPU
+  ASSERT_TRUE(a_->transmit(0, {}, a_to_b(client)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs{1});
+}
+
+// Nobody on b sent the conversation: every frame of it takes the pair its hash picks,
+// whatever pair a sends it from; conversations with different hashes use both pairs.
+TEST_F(SwitchSteeringTest, AFlowTheReceiverNeverSentKeepsItsHashsPair) {
+  for (const uint32_t hashed : {0U, 1U}) {
+    const uint16_t client = client_port_hashed_to(hashed);
+    for (const uint32_t pair : {0U, 1U, 1U, 0U}) ASSERT_TRUE(a_->transmit(pair, {}, a_to_b(client)));
+    EXPECT_EQ(pairs_asked(in_b_), Pairs(4, hashed)) << client;
+  }
+  // Not IP: the MACs' hash, the same for every frame of that pair of hosts.
+  const uint32_t macs = flow_hash(frame(kMacB, kMacA, 0)) % 2;
+  for (const uint32_t pair : {0U, 1U}) ASSERT_TRUE(a_->transmit(pair, {}, frame(kMacB, kMacA, 1)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs(2, macs));
+}
+
+// A flood's copies: each on its own receiver's pair for the flow.
+TEST(SwitchSteering, EachFloodCopyTakesItsReceiversPair) {
+  SwitchHub hub;
+  CollectingInjector in_a(2), in_b(2), in_c(2);
+  auto a = hub.add_port("a", 2);
+  auto b = hub.add_port("b", 2);
+  auto c = hub.add_port("c", 2);
+  a->attach(in_a);
+  b->attach(in_b);
+  c->attach(in_c);
+  const uint16_t client = client_port_hashed_to(0);
+  ASSERT_TRUE(b->transmit(1, {}, b_to_a(client)));
+  (void)in_a.take();
+  (void)in_c.take();
+  // To a MAC nobody has sent from: flooded to b and c.
+  ASSERT_TRUE(a->transmit(0, {}, a_to_b(client, kMacC)));
+  EXPECT_EQ(pairs_asked(in_b), Pairs{1});  // b sends the flow on pair 1
+  EXPECT_EQ(pairs_asked(in_c), Pairs{0});  // c never did: the hash's pair
+  a.reset();
+  b.reset();
+  c.reset();
+}
+
+// A port with one pair gets everything on pair 0, and its transmits steer nothing.
+TEST(SwitchSteering, OnePairPortsTakeEveryFrameOnPairZero) {
+  SwitchHub hub;
+  CollectingInjector in_two(2), in_one(1);
+  auto two = hub.add_port("two", 2);
+  auto one = hub.add_port("one", 1);
+  two->attach(in_two);
+  one->attach(in_one);
+  const uint16_t client = client_port_hashed_to(1);
+  ASSERT_TRUE(one->transmit(0, {}, b_to_a(client)));
+  EXPECT_EQ(pairs_asked(in_two), Pairs{1});  // the hash's pair of the 2-pair port
+  for (const uint32_t pair : {0U, 1U, 1U}) ASSERT_TRUE(two->transmit(pair, {}, a_to_b(client, kMacB)));
+  ASSERT_TRUE(two->transmit(1, {}, frame(kBroadcast, kMacA, 1)));
+  EXPECT_EQ(pairs_asked(in_one), (Pairs{0, 0, 0, 0}));
+  two.reset();
+  one.reset();
+}
+
+// A super-frame segmented for a receiver without TSO: every segment on the pair that
+// receiver sends the flow on.
+TEST_F(SwitchSteeringTest, EverySegmentOfACopyTakesTheSteeredPair) {
+  a_->features_changed(testing::kAllHostOffloads);
+  b_->features_changed(0);
+  const testing::OffloadFrameSpec spec = tso_spec(kMacB);  // kIpv4Source:40000 -> kIpv4Destination:5001
+  const Bytes answer = testing::tcp_frame({.destination = kMacA, .source = kMacB,
+                                           .ip_source = testing::kIpv4Destination, .ip_destination = testing::kIpv4Source,
+                                           .port_source = spec.port_destination, .port_destination = spec.port_source,
+                                           .payload = 10});
+  ASSERT_EQ(flow_hash(answer), flow_hash(testing::offload_frame(spec)));
+  const uint32_t steered = 1 - flow_hash(answer) % 2;  // not the hash's pair
+  ASSERT_TRUE(b_->transmit(steered, {}, answer));
+  ASSERT_TRUE(a_->transmit(0, testing::gso_header(spec, virtio::kNetGsoTcpV4, 1448), testing::offload_frame(spec)));
+  EXPECT_EQ(pairs_asked(in_b_), Pairs(7, steered));  // 10000 bytes in 1448-byte segments
+  EXPECT_EQ(a_->delivery(switch_delivery::kSegments), 7u);
+}
+
 // ---- threads -----------------------------------------------------------------------------
 
 // Four threads transmit (two ports x two pairs: one thread per pair, as the datapath
@@ -739,6 +888,51 @@ TEST_F(SwitchUplinkTest, TapUplinkSeesFloodsAndItsFramesReachThePort) {
   a.reset();
   hub.reset();
   EXPECT_EQ(::if_nametoindex("uvsw-up"), 0u);
+}
+
+// Frames from the host take the receiving port's steering too: the pair its guest sends
+// that conversation on, else the one the conversation's hash picks.
+TEST_F(SwitchUplinkTest, TapUplinkFramesTakeTheReceivingPortsSteeredPair) {
+  auto hub = std::make_unique<SwitchHub>();
+  TapBackendOptions options;
+  options.name = "uvsw-mq";
+  std::string error;
+  ASSERT_TRUE(hub->add_tap_uplink(options, error)) << error;
+  const TapBackend* tap = hub->uplink_tap();
+  testing::Fd wire = testing::packet_socket(tap->ifindex());
+  ASSERT_TRUE(wire.valid());
+  CollectingInjector in_a(2);
+  auto a = hub->add_port("a", 2);
+  a->attach(in_a);
+
+  // Two conversations whose hashes pick pair 0; the guest sends the first on pair 1 (it
+  // goes out through the tap, and A is learned on a).
+  const uint16_t steered = client_port_hashed_to(0);
+  const uint16_t unsteered = client_port_hashed_to(0, steered + 1);
+  ASSERT_TRUE(a->transmit(1, {}, a_to_b(steered)));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(testing::packet_send(wire.get(), tap->ifindex(), b_to_a(steered)));
+    ASSERT_TRUE(testing::packet_send(wire.get(), tap->ifindex(), b_to_a(unsteered)));
+  }
+  // The host's own frames (IPv6 neighbour discovery, ...) may reach a too: only the
+  // conversations' frames count.
+  std::vector<testing::Injected> answers;
+  for (const auto deadline = testing::Clock::now() + 2s; answers.size() < 6 && testing::Clock::now() < deadline;) {
+    (void)in_a.wait_for(1, 100ms);
+    for (auto& injected : in_a.take()) {
+      const Bytes& f = injected.packet->frame;
+      if (f.size() >= 38 && testing::get16(f, 12) == ETHERTYPE_IP && testing::get16(f, 34) == kServerPort) {
+        answers.push_back(std::move(injected));
+      }
+    }
+  }
+  ASSERT_EQ(answers.size(), 6u);
+  for (const testing::Injected& answer : answers) {
+    const uint16_t client = testing::get16(answer.packet->frame, 36);
+    EXPECT_EQ(answer.asked, client == steered ? 1u : 0u) << client;
+  }
+  a.reset();
+  hub.reset();
 }
 
 // The uplink's tap hands the switch GSO super-frames (its TUNSETOFFLOAD takes every

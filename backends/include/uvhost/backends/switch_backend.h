@@ -12,8 +12,8 @@
 //    the hub's live member set, detach() removes it, waits until no thread can still
 //    be using the injector (the member set's grace period, below), then flushes the
 //    port's MACs from the table (LearningSwitch::remove_port). A port may be attached
-//    and detached again; destroying it detaches it. queue_pairs >= 1
-//    (std::invalid_argument otherwise).
+//    and detached again; destroying it detaches it. queue_pairs in
+//    1..ReceiveSteering::kMaxQueuePairs (std::invalid_argument otherwise).
 //  - The hub must outlive its ports and is not copyable; destroying a hub that still
 //    has ports aborts in debug builds.
 //  - The live member set is a small vector read on every frame by every worker and
@@ -41,8 +41,18 @@
 //  - LearningSwitch::forward(frame, this port, steady_clock now, pair's counters)
 //    decides (switch_forwarding.h: learn the source MAC, then unicast / flood / drop
 //    with a reason, counted per pair). Drop: returns false.
+//  - The frame's flow hash (flow_hash.h, the same for both directions of a
+//    conversation) is recorded in the sending port's receive steering
+//    (receive_steering.h): that flow was transmitted on `pair`. Not for a TCP segment
+//    without payload (a pure ACK, SYN, FIN, RST; FrameFlow::tcp_without_payload): a
+//    Linux guest sends those from whichever CPU handled the event (an ACK from the CPU
+//    that took the data in, or from its reader's), and XPS puts each on that CPU's
+//    queue, so a receiving guest's ACKs alternate between its queues. Recorded, they
+//    would move the flow's data between the receiver's queues while earlier frames
+//    are still in the other one: out of order. Segments with data come from the
+//    socket's sender, whose queue XPS keeps while data is in flight.
 //  - Unicast: the destination member gets a copy (Packet: header with num_buffers 0,
-//    frame) through inject(pair, ...) (it maps pair onto its own pairs). A destination
+//    frame) through inject(receive pair, ...). A destination
 //    that is not in the member set (detached, or removed while the frame was decided)
 //    is a drop, counted (not_attached).
 //  - Flood: a copy to every member but this port (the uplink included). No other
@@ -59,6 +69,12 @@
 //    without a GUEST_TSO*/UFO/USO feature never gets that gso_type; flags other than
 //    NEEDS_CSUM are never forwarded (the switch validated no checksum). UFO over IPv6
 //    takes its fragment ids from a counter of the hub (random start).
+//  - Receive pair of a copy (every segment of a segmented copy too): the receiving
+//    port's steering for the frame's flow hash: the pair its guest last transmitted
+//    that flow on, else hash % its queue pairs (receive_steering.h). Never the
+//    sender's pair: the sending guest may move a flow between its transmit queues
+//    (XPS follows its process's CPU), and the flow must still reach the receiver on
+//    one queue, in order. The uplink has one queue.
 //  - Per copy: delivered or inject_failed (the receiver's queue stopped or full: a port
 //    whose frontend is not connected ends here). Never waits.
 //  - Returns true when at least one copy was delivered.
@@ -74,7 +90,8 @@
 //  - Opens a TapBackend with one queue (options.queue_pairs is ignored: 1) and makes it
 //    one more member ("uplink:<tap name>"), served by a thread of the hub: epoll on the
 //    tap fd, a wake eventfd and a stop eventfd. Frames read from the tap are forwarded
-//    like a port's (ingress = the uplink, injected into pair hash(MACs)); copies
+//    like a port's (ingress = the uplink; each copy to the receive pair its port's
+//    steering picks for the frame's flow hash); copies
 //    forwarded to the uplink are queued (bounded: kUplinkQueue frames; beyond, the copy
 //    is refused: inject_failed for the sender, queue_full for the uplink) and written
 //    to the tap by that thread, so workers never make a tap system call and the tap
@@ -89,6 +106,10 @@
 //    counters, each written only by transmit(pair) (one thread per pair: port_backend.h)
 //    with relaxed load+store; the uplink has its own, written by its thread. Table
 //    counters: MacTable::stats(). All readable from any thread (relaxed).
+//  - A port's receive steering: written by its own transmit(pair) calls, read by every
+//    thread that delivers to it, all relaxed (receive_steering.h says why that is
+//    enough). Not counted: the per-queue counters of the datapath (`ctl stats`) show
+//    where frames went.
 //  - SwitchBackend::stats(): {"id", "name", "attached", "mtu", "forwarding": {reason: n},
 //    "learn": {result: n}, "delivery": {counter: n}, "offload_invalid": {reason: n},
 //    "bad_pair"}.
@@ -115,6 +136,7 @@
 #include "uvhost/backends/offload_validate.h"
 #include "uvhost/backends/pair_counters.h"
 #include "uvhost/backends/port_backend.h"
+#include "uvhost/backends/receive_steering.h"
 #include "uvhost/backends/switch_forwarding.h"
 #include "uvhost/backends/tap_backend.h"
 #include "uvhost/sync/read_mostly.h"
@@ -195,6 +217,7 @@ class SwitchHub {
     std::string name;
     const std::atomic<uint64_t>* guest_features = nullptr;  // nullptr: takes every offload (a tap)
     const std::atomic<uint32_t>* mtu = nullptr;             // nullptr or 0: no limit
+    const ReceiveSteering* steering = nullptr;              // nullptr: one queue (a tap)
   };
   using Members = std::vector<Member>;
   struct Uplink;
@@ -204,14 +227,15 @@ class SwitchHub {
   // `layout` is the frame's (kind kNone without segmentation).
   bool admit(const virtio::NetHeader& header, std::span<const std::byte> frame, uint64_t sender_features,
              uint32_t sender_mtu, SwitchDeliveryCounters& counters, uint32_t counter_pair, OffloadLayout& layout);
-  // Copies of one admitted frame to the decision's members; returns how many were
-  // delivered. `owned`, when it holds the Packet that `frame` lies in, is handed to the
-  // last member instead of a copy (a unicast frame is then never copied here at all);
-  // `frame` must not be used after deliver() returns then.
-  size_t deliver(const ForwardDecision& decision, PortId ingress, uint32_t pair, const virtio::NetHeader& header,
+  // Copies of one admitted frame to the decision's members, each on the receive pair
+  // its member's steering picks for `flow` (the frame's flow_hash); returns how many
+  // were delivered. `owned`, when it holds the Packet that `frame` lies in, is handed
+  // to the last member instead of a copy (a unicast frame is then never copied here at
+  // all); `frame` must not be used after deliver() returns then.
+  size_t deliver(const ForwardDecision& decision, PortId ingress, uint32_t flow, const virtio::NetHeader& header,
                  std::span<const std::byte> frame, const OffloadLayout& layout, SwitchDeliveryCounters& counters,
                  uint32_t counter_pair, PacketPtr* owned = nullptr);
-  bool deliver_copy(const Member& member, uint32_t pair, const virtio::NetHeader& header,
+  bool deliver_copy(const Member& member, uint32_t flow, const virtio::NetHeader& header,
                     std::span<const std::byte> frame, const OffloadLayout& layout, SwitchDeliveryCounters& counters,
                     uint32_t counter_pair, PacketPtr* owned);
   void forward_from_uplink(Uplink& uplink, Packet& packet);  // on the uplink thread
@@ -278,6 +302,9 @@ class SwitchBackend final : public PortBackend {
   const std::string name_;
   std::unique_ptr<PairForwarding[]> forwarding_;  // [pair]
   SwitchDeliveryCounters delivery_;
+  // Which of this port's pairs a frame for it takes: written by this port's transmit
+  // workers, read by every thread that delivers to it (relaxed: receive_steering.h).
+  ReceiveSteering steering_;
   // What this port's guest negotiated (features_changed): what it may receive (read by
   // other ports' workers when they deliver to it) and which offloads it may send (read
   // by transmit()). relaxed: a value on its own, publishes nothing.
