@@ -124,10 +124,12 @@ std::string exits_cell(const json& queue) {
   std::vector<std::string> parts;
   for (const auto& [name, abbreviation] : kExitNames)
     if (const auto count = counter(*exits, name)) parts.push_back(fmt::format("{}{}", abbreviation, *count));
-  for (const auto& [name, value] : exits->items()) {
+  for (const auto& item : exits->items()) {
+    // A named variable, not a structured binding: clang before 16 cannot capture those.
+    const std::string& name = item.key();
     const bool known = std::any_of(std::begin(kExitNames), std::end(kExitNames),
                                    [&](const auto& entry) { return entry.first == name; });
-    if (!known) parts.push_back(fmt::format("{}={}", name, value.dump()));
+    if (!known) parts.push_back(fmt::format("{}={}", name, item.value().dump()));
   }
   return parts.empty() ? kMissing : fmt::format("{}", fmt::join(parts, " "));
 }
