@@ -3,6 +3,6 @@
 
 namespace uvhost::virtio::detail {
 
-void copy_bytes_out_of_line(std::byte* dst, const std::byte* src, size_t n) noexcept { std::memcpy(dst, src, n); }
+void copy_bytes_out_of_line(std::byte* dst, const std::byte* src, size_t n) noexcept { std::memmove(dst, src, n); }
 
 }  // namespace uvhost::virtio::detail

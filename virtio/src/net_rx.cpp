@@ -33,7 +33,9 @@ class NetReceiveWriter::SourceCursor {
         const std::span<const std::byte> from = segment();
         if (from.empty()) return done;
         const size_t n = std::min(room, from.size());
-        std::memcpy(out, from.data(), n);
+        // memmove: a guest-to-guest source lies in guest memory, and a guest can make
+        // its receive buffer overlap the frame it sent.
+        std::memmove(out, from.data(), n);
         advance(n);
         out += n;
         room -= n;
@@ -80,7 +82,7 @@ namespace {
 void copy_whole(std::byte* out, const RxSource& source) noexcept {
   size_t left = source.size;
   const size_t head = std::min(source.head.size(), left);
-  if (head > 0) std::memcpy(out, source.head.data(), head);
+  if (head > 0) std::memmove(out, source.head.data(), head);
   out += head;
   left -= head;
   size_t skip = source.rest_offset;
@@ -91,7 +93,7 @@ void copy_whole(std::byte* out, const RxSource& source) noexcept {
       continue;
     }
     const size_t n = std::min(piece.len - skip, left);
-    std::memcpy(out, piece.data + skip, n);
+    std::memmove(out, piece.data + skip, n);  // may overlap, as in SourceCursor::copy_to
     out += n;
     left -= n;
     skip = 0;

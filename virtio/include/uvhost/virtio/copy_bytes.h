@@ -1,11 +1,13 @@
-// copy_bytes.h - memcpy for the datapath's small copies (virtio-net headers, MAC
+// copy_bytes.h - the datapath's byte copies (virtio-net headers, MAC
 // addresses, 64-byte frames).
 //
-// Contract: copy_bytes(dst, src, n) copies n bytes from src to dst; the ranges must not
-// overlap (as for std::memcpy). Copies of at most 64 bytes are done inline with a few
-// unaligned 4-, 8- or 16-byte moves (the first and last of them may overlap inside dst,
-// writing the same bytes twice); longer ones go to the C library's memcpy through an
-// out-of-line call.
+// Contract: copy_bytes(dst, src, n) copies n bytes from src to dst. Copies of at most
+// 64 bytes are done inline with a few unaligned 4-, 8-, 16- or 32-byte moves (the first
+// and last of them may overlap inside dst, writing the same bytes twice); longer ones go
+// to the C library's memmove through an out-of-line call. Overlapping ranges are
+// allowed, because a guest can make two of its buffers overlap: a long copy is then
+// exact (memmove), a short one may leave dst with bytes of either version, and neither
+// reads or writes outside the two ranges.
 //
 // Why not std::memcpy: where GCC can bound a memcpy's size (a copy into a 12-byte
 // std::array, a frame buffer of known size) it expands it inline as `rep movsq`, whose
@@ -21,7 +23,7 @@ namespace uvhost::virtio {
 
 namespace detail {
 
-// n bytes through the C library's memcpy: out of line, so the size is unknown to the
+// n bytes through the C library's memmove: out of line, so the size is unknown to the
 // compiler at the call and it cannot choose an inline expansion.
 void copy_bytes_out_of_line(std::byte* dst, const std::byte* src, size_t n) noexcept;
 
