@@ -9,6 +9,7 @@ find_package(CLI11 REQUIRED)
 find_package(Boost 1.74 REQUIRED)   # header-only parts: Boost.Math distributions
 pkg_check_modules(CK REQUIRED IMPORTED_TARGET ck)
 pkg_check_modules(URCU REQUIRED IMPORTED_TARGET liburcu-memb)
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)   # sd_notify, sd_listen_fds_with_names
 if(UVHOST_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

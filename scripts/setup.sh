@@ -11,6 +11,7 @@ PACKAGES=(
   # libraries (see cmake/Dependencies.cmake)
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libboost-dev
   libck-dev liburcu-dev
+  libsystemd-dev   # sd_notify and socket activation (LISTEN_FDS) for systemd units
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   spin          # model checker for the work queue's wake-up protocol
@@ -19,6 +20,7 @@ PACKAGES=(
   dpdk-dev      # dpdk-testpmd: the vhost-user interop peer (tests/interop)
   iproute2 iputils-ping   # tap tests: `ip` in a network namespace, `ping` through the tap
   gnuplot-nox   # `uvhost bench compare --plot` and the labs' plots
+  prometheus    # promtool: the metrics endpoint's text is checked by `promtool check metrics`
 )
 
 missing=()
