@@ -2,11 +2,24 @@
 //
 // A subcommand's file adds its options and a callback; main.cpp only wires them.
 // Callbacks report failure by throwing CLI::RuntimeError(exit_code).
+//
+// The contract every subcommand keeps (README, "The command"):
+//  - Exit status: 0 done; kExitFailure (1) it could not be done (a daemon unreachable, a
+//    socket in use, a run that failed, a file not written); kExitUsage (2) the command
+//    line or a config file is wrong. CLI11's own parse errors (unknown flag, bad value,
+//    missing subcommand) are mapped to 2 by main.cpp; --help and --version exit 0.
+//  - stdout carries results only (tables, JSON, Prometheus text, --print-config), so
+//    it can be piped; logs, progress and errors go to stderr.
+//  - A flag that sets what a config file or a key list also sets has that key's name
+//    with '-' for '_' (--pool-workers is pool_workers, --busy-us is busy_us).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 namespace uvhost::cli {
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
 
 void add_version_command(CLI::App& app);
 void add_lab_command(CLI::App& app);
@@ -18,8 +31,7 @@ void add_bench_command(CLI::App& app);
 // the `bench` subcommand.
 void add_bench_compare(CLI::App& bench);
 void add_bench_calibrate(CLI::App& bench);
-// Returns the `ctl` subcommand: main.cpp maps its parse errors to exit status 2.
-CLI::App* add_ctl_command(CLI::App& app);
+void add_ctl_command(CLI::App& app);
 
 // `uvhost lab <experiment>`: one function per seed experiment.
 void add_lab_delegation(CLI::App& lab);

@@ -4,8 +4,7 @@
 // any request as is.
 //
 // Exit status: 0 ok; 1 when the daemon cannot be reached or answers ok=false (the
-// reason on stderr); 2 for bad arguments (main.cpp maps CLI11's parse errors to 2 for
-// this command).
+// reason on stderr); 2 for bad arguments (the contract of every subcommand: commands.h).
 #include <unistd.h>
 
 #include <chrono>
@@ -219,12 +218,13 @@ void add_raw(CLI::App& ctl, const std::shared_ptr<CtlOptions>& options) {
 
 }  // namespace
 
-CLI::App* add_ctl_command(CLI::App& app) {
+void add_ctl_command(CLI::App& app) {
   auto options = std::make_shared<CtlOptions>();
   auto* ctl = app.add_subcommand("ctl", "Talk to a running `uvhost serve` through its control socket");
   ctl->require_subcommand(1);
   ctl->fallthrough();  // --socket may also come after the subcommand
-  ctl->add_option("--socket", options->socket, "The daemon's control socket (uvhost serve --control PATH)")
+  // --control is the name `uvhost serve` and its config file ("control") give it.
+  ctl->add_option("--socket,--control", options->socket, "The daemon's control socket (uvhost serve --control PATH)")
       ->required()
       ->envname("UVHOST_CONTROL_SOCKET");
   ctl->add_option("--timeout", options->timeout_s, "Seconds to wait for each reply")->check(CLI::PositiveNumber);
@@ -232,7 +232,6 @@ CLI::App* add_ctl_command(CLI::App& app) {
   add_stats(*ctl, options);
   add_set(*ctl, options);
   add_raw(*ctl, options);
-  return ctl;
 }
 
 }  // namespace uvhost::cli

@@ -1,35 +1,66 @@
-// serve.cpp - `uvhost serve`: the daemon. Ports from --port or --config, runs until
-// SIGINT or SIGTERM, then stops every port cleanly and prints what each carried.
+// serve.cpp - `uvhost serve`: the daemon. Its configuration from --config and the flags
+// (serve_config.h: one key each), runs until SIGINT or SIGTERM, then stops every port
+// cleanly and prints what each carried.
 #include <signal.h>
 
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/serve/daemon.h"
+#include "uvhost/serve/serve_config.h"
 
 namespace uvhost::cli {
 namespace {
 
+// What the command line gave: the config file, the ports, and the text of each daemon
+// flag given (serve_config.h's keys; applied over the file's).
 struct ServeOptions {
   std::vector<std::string> ports;
   std::string config_path;
-  double stats_interval_s = 0;
-  std::string summary_json;
-  std::string control_path;
-  uint32_t pool_workers = 2;
-  std::string enqueue = "lockless";
-  std::string switch_tap;
+  std::map<std::string, std::string, std::less<>> flags;  // key -> value, bound to CLI11
+  CLI::App* command = nullptr;
+  bool check_config = false;
+  bool print_config = false;
 };
+
+[[noreturn]] void refuse(const std::string& message) {
+  spdlog::error("{}", message);
+  throw CLI::RuntimeError(kExitUsage);
+}
+
+// The configuration: the file, then the flags given, then the --port ports; checked
+// (finish_ports) but nothing opened. Refuses with exit status 2.
+serve::ServeConfig load_config(const ServeOptions& options) {
+  serve::ServeConfig config;
+  std::string error;
+  if (!options.config_path.empty()) {
+    auto loaded = serve::load_serve_config(options.config_path, error);
+    if (!loaded) refuse(error);
+    config = std::move(*loaded);
+  }
+  for (const auto& [key, value] : options.flags) {
+    if (options.command->get_option(serve::flag_name(key))->count() == 0) continue;
+    if (!serve::apply_daemon_key(key, value, config, error)) refuse(fmt::format("{}: {}", serve::flag_name(key), error));
+  }
+  for (const std::string& text : options.ports) {
+    auto spec = serve::parse_port_spec(text, error);
+    if (!spec) refuse(error);
+    config.ports.push_back(std::move(*spec));
+  }
+  if (config.ports.empty()) refuse("no ports: give --port sock=PATH[,...] or a config file with \"ports\"");
+  if (!serve::finish_ports(config.ports, error)) refuse(error);
+  return config;
+}
 
 void print_summary(const std::vector<serve::PortReport>& reports) {
   bench::TextTable table({"port", "mode", "backend", "conns", "tx pkts", "tx bytes", "tx drops", "rx pkts",
@@ -46,34 +77,18 @@ void print_summary(const std::vector<serve::PortReport>& reports) {
 }
 
 void run_serve(const ServeOptions& options) {
-  // Logs go to stderr; stdout carries only the summary table.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("uvhost"));
-
-  std::vector<serve::PortSpec> ports;
-  std::string error;
-  if (!options.config_path.empty()) {
-    auto loaded = serve::load_config_file(options.config_path, error);
-    if (!loaded) {
-      spdlog::error("{}", error);
-      throw CLI::RuntimeError(2);
-    }
-    ports = std::move(*loaded);
+  serve::ServeConfig config = load_config(options);
+  // The file's log level, unless the command line gave one (`uvhost --log-level`).
+  if (!config.log_level.empty() && options.command->get_parent()->get_option("--log-level")->count() == 0) {
+    spdlog::set_level(spdlog::level::from_str(config.log_level));
   }
-  for (const std::string& text : options.ports) {
-    auto spec = serve::parse_port_spec(text, error);
-    if (!spec) {
-      spdlog::error("{}", error);
-      throw CLI::RuntimeError(2);
-    }
-    ports.push_back(std::move(*spec));
+  if (options.print_config) {
+    std::cout << serve::to_json(config).dump(2) << "\n" << std::flush;
+    return;
   }
-  if (ports.empty()) {
-    spdlog::error("no ports: give --port sock=PATH[,...] or --config FILE");
-    throw CLI::RuntimeError(2);
-  }
-  if (!serve::finish_ports(ports, error)) {
-    spdlog::error("{}", error);
-    throw CLI::RuntimeError(2);
+  if (options.check_config) {
+    spdlog::info("configuration ok: {} port{}", config.ports.size(), config.ports.size() == 1 ? "" : "s");
+    return;
   }
 
   // Block the stop signals before any thread exists, so every port thread inherits the
@@ -86,16 +101,11 @@ void run_serve(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  serve::DaemonOptions daemon_options;
-  daemon_options.stats_interval = std::chrono::milliseconds(static_cast<int64_t>(options.stats_interval_s * 1000));
-  daemon_options.control_path = options.control_path;
-  daemon_options.pool_workers = options.pool_workers;
-  daemon_options.switch_tap = options.switch_tap;
-  daemon_options.enqueue = *sync::parse_enqueue_strategy(options.enqueue);  // checked by CLI11
-  serve::Daemon daemon(std::move(ports), daemon_options);
+  serve::Daemon daemon(std::move(config.ports), config.daemon);
+  std::string error;
   if (!daemon.start(error)) {
     spdlog::error("{}", error);
-    throw CLI::RuntimeError(1);
+    throw CLI::RuntimeError(kExitFailure);
   }
   spdlog::info("serving; SIGINT or SIGTERM stops");
   int signal_number = 0;
@@ -106,12 +116,12 @@ void run_serve(const ServeOptions& options) {
 
   const auto reports = daemon.reports();
   print_summary(reports);
-  if (!options.summary_json.empty()) {
-    std::ofstream file(options.summary_json);
+  if (!config.summary_json.empty()) {
+    std::ofstream file(config.summary_json);
     file << serve::to_json(reports).dump(2) << "\n";
     if (!file) {
-      spdlog::error("cannot write {}", options.summary_json);
-      throw CLI::RuntimeError(1);
+      spdlog::error("cannot write {}", config.summary_json);
+      throw CLI::RuntimeError(kExitFailure);
     }
   }
 }
@@ -121,24 +131,26 @@ void run_serve(const ServeOptions& options) {
 void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Run the vhost-user backend daemon: one socket per port");
+  options->command = cmd;
   cmd->add_option("--port", options->ports,
                   "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME][,mtu=N]"
                   "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread_rwlock]"
                   "[,workers=device|pair|pool][,poll=notify|busy|always|adaptive][,busy_us=N][,exit=accurate|any]"
-                  "[,burst=N][,weight=N][,weight_bytes=N] (repeat for more ports)");
+                  "[,burst=N][,weight=N][,weight_bytes=N] (repeat for more ports; added after the config file's)");
   cmd->add_option("--config", options->config_path,
-                  "JSON file: {\"ports\": [{\"sock\": PATH, \"client\": false, \"queues\": 1, ...}]}");
-  cmd->add_option("--stats-interval", options->stats_interval_s, "Log each port's counters every N seconds (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--summary-json", options->summary_json, "On exit, also write each port's counters here");
-  cmd->add_option("--control", options->control_path,
-                  "Control socket (mode 0600) for `uvhost ctl`: stats, poll modes, guard policy, enqueue strategy");
-  cmd->add_option("--pool-workers", options->pool_workers, "Workers of the shared pool (ports with workers=pool)")
-      ->check(CLI::Range(1, 64));
-  cmd->add_option("--enqueue", options->enqueue, "Work-queue enqueue strategy of every worker (seed 000)")
-      ->check(CLI::IsMember({"locked_wake", "unlock_wake", "lockless"}));
-  cmd->add_option("--switch-tap", options->switch_tap,
-                  "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink");
+                  "JSON config file: every flag below as a key (--pool-workers is \"pool_workers\"), plus "
+                  "\"log_level\" and \"ports\": [{\"sock\": PATH, \"backend\": ...}]; flags given override it")
+      ->type_name("FILE");
+  // One flag per daemon key of the config file (serve_config.h): same name, same values.
+  for (const serve::DaemonKey& key : serve::daemon_keys()) {
+    if (!key.serve_flag) continue;
+    std::string& value = options->flags[std::string(key.key)];
+    cmd->add_option(serve::flag_name(key.key), value, std::string(key.help))->type_name(std::string(key.value_name));
+  }
+  cmd->add_flag("--check-config", options->check_config,
+                "Check the configuration (file and flags) and exit: 0 if it is valid, 2 if not; opens nothing");
+  cmd->add_flag("--print-config", options->print_config,
+                "Print the whole configuration the daemon would run with, as a config file (JSON), and exit");
   cmd->callback([options] { run_serve(*options); });
 }
 

@@ -4,14 +4,17 @@
 // would build anyway, so `uvhost bench` and `uvhost serve` can never disagree on what a
 // key accepts. Keys the bench sets itself per run (the socket, the backend per
 // workload, queues, the name, the source's size and rate) are refused up front.
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "uvhost/bench/workload.h"
 #include "uvhost/serve/port_spec.h"
+#include "uvhost/serve/serve_config.h"
 #include "uvhost/sync/work_queue.h"
 
 namespace uvhost::bench {
@@ -40,6 +43,10 @@ bool parse_number(std::string_view text, T& out) {
   auto [ptr, ec] = std::from_chars(text.data(), end, out);
   return ec == std::errc() && ptr == end && !text.empty();
 }
+
+// The daemon keys (serve_config.h) a configuration may set; the others (control socket,
+// summary, log) belong to the bench's own runs.
+bool bench_daemon_key(std::string_view key) { return key == "enqueue" || key == "pool_workers"; }
 
 // Port keys the bench decides per run: refusing them keeps runs comparable.
 bool bench_owned_port_key(std::string_view key) {
@@ -108,22 +115,14 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
         error = fmt::format("spin_ns '{}' is not a number of nanoseconds (0..1e9)", value);
         return std::nullopt;
       }
-    } else if (key == "enqueue") {
-      if (!need_value()) return std::nullopt;
-      const auto strategy = sync::parse_enqueue_strategy(value);
-      if (!strategy) {
-        error = fmt::format("enqueue '{}' unknown (locked_wake, unlock_wake, lockless)", value);
-        return std::nullopt;
-      }
-      config.serve_args.insert(config.serve_args.end(), {"--enqueue", std::string(sync::to_string(*strategy))});
-    } else if (key == "pool_workers") {
-      uint32_t workers = 0;
-      if (!need_value()) return std::nullopt;
-      if (!parse_number(value, workers) || workers < 1 || workers > 64) {
-        error = fmt::format("pool_workers '{}' is not a number in 1..64", value);
-        return std::nullopt;
-      }
-      config.serve_args.insert(config.serve_args.end(), {"--pool-workers", std::string(value)});
+    } else if (bench_daemon_key(key)) {
+      // Checked by serve's own parser, passed as serve's flag for the key with the value
+      // in its canonical spelling (enqueue=b is unlock_wake).
+      serve::ServeConfig scratch;
+      if (!need_value() || !serve::apply_daemon_key(key, value, scratch, error)) return std::nullopt;
+      const nlohmann::json canonical = serve::to_json(scratch)[std::string(key)];
+      config.serve_args.insert(config.serve_args.end(),
+                               {serve::flag_name(key), canonical.is_string() ? canonical.get<std::string>() : canonical.dump()});
     } else if (bench_owned_port_key(key)) {
       error = fmt::format("port key '{}' is set by the bench itself (socket, backend per workload, --queues, "
                           "name, source size and rate)", key);
@@ -176,8 +175,9 @@ std::string describe(const Config& config) {
   }
   for (const auto& [key, value] : config.port_keys) items.push_back(value.empty() ? key : key + "=" + value);
   for (size_t i = 0; i + 1 < config.serve_args.size(); i += 2) {
-    if (config.serve_args[i] == "--enqueue") items.push_back("enqueue=" + config.serve_args[i + 1]);
-    if (config.serve_args[i] == "--pool-workers") items.push_back("pool_workers=" + config.serve_args[i + 1]);
+    std::string key = config.serve_args[i].substr(2);  // "--pool-workers" -> "pool_workers"
+    std::replace(key.begin(), key.end(), '-', '_');
+    items.push_back(key + "=" + config.serve_args[i + 1]);
   }
   if (config.frontend_spin_ns != 0) items.push_back(fmt::format("spin_ns={}", config.frontend_spin_ns));
   if (items.empty()) return "backend=uvhost";

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "config_value.h"
+
 namespace uvhost::serve {
 
 namespace {
@@ -229,76 +231,61 @@ std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& erro
   return spec;
 }
 
-std::optional<std::vector<PortSpec>> parse_config(const nlohmann::json& config, std::string& error) {
-  if (!config.is_object() || !config.contains("ports") || !config["ports"].is_array()) {
-    error = "the config must be an object with a \"ports\" array";
+std::optional<PortSpec> parse_port_json(const nlohmann::json& entry, std::string& error) {
+  if (!entry.is_object()) {
+    error = "not an object";
     return std::nullopt;
   }
-  for (const auto& [key, unused] : config.items()) {
-    if (key != "ports") {
-      error = fmt::format("unknown top-level key '{}'", key);
+  PortSpec spec;
+  std::set<std::string, std::less<>> seen;  // JSON keys are unique, but "sock" and "path" are one
+  for (const auto& item : entry.items()) {
+    const std::string& key = item.key();
+    if (!seen.emplace(std::string(canonical_key(key))).second) {
+      error = fmt::format("'{}' given twice", canonical_key(key));
       return std::nullopt;
     }
+    const std::optional<std::string> text = config_value_text(item.value());
+    if (!text) {
+      error = fmt::format("'{}' has a value of the wrong type ({})", key, item.value().type_name());
+      return std::nullopt;
+    }
+    // "mode" as a JSON number would be read in decimal: ask for a string.
+    if (key == "mode" && !item.value().is_string()) {
+      error = "mode must be a string of octal digits like \"0660\"";
+      return std::nullopt;
+    }
+    if (!apply(key, *text, spec, error)) return std::nullopt;
   }
-  std::vector<PortSpec> ports;
-  size_t i = 0;
-  for (const nlohmann::json& entry : config["ports"]) {
-    const std::string where = fmt::format("ports[{}]", i++);
-    if (!entry.is_object()) {
-      error = where + ": not an object";
-      return std::nullopt;
-    }
-    PortSpec spec;
-    std::set<std::string, std::less<>> seen;  // JSON keys are unique, but "sock" and "path" are one
-    for (const auto& [key, value] : entry.items()) {
-      if (!seen.emplace(std::string(canonical_key(key))).second) {
-        error = fmt::format("{}: '{}' given twice", where, canonical_key(key));
-        return std::nullopt;
-      }
-      std::string text;
-      if (value.is_string()) {
-        text = value.get<std::string>();
-      } else if (value.is_boolean()) {
-        text = value.get<bool>() ? "1" : "0";
-      } else if (value.is_number_unsigned()) {
-        text = std::to_string(value.get<uint64_t>());
-      } else {
-        error = fmt::format("{}: '{}' has a value of the wrong type", where, key);
-        return std::nullopt;
-      }
-      // "mode" as a JSON number would be read in decimal: ask for a string.
-      if (key == "mode" && !value.is_string()) {
-        error = fmt::format("{}: mode must be a string of octal digits like \"0660\"", where);
-        return std::nullopt;
-      }
-      if (!apply(key, text, spec, error)) {
-        error = fmt::format("{}: {}", where, error);
-        return std::nullopt;
-      }
-    }
-    if (!check_complete(spec, seen, error)) {
-      error = fmt::format("{}: {}", where, error);
-      return std::nullopt;
-    }
-    ports.push_back(std::move(spec));
-  }
-  return ports;
+  if (!check_complete(spec, seen, error)) return std::nullopt;
+  return spec;
 }
 
-std::optional<std::vector<PortSpec>> load_config_file(const std::string& path, std::string& error) {
-  std::ifstream file(path);
-  if (!file) {
-    error = fmt::format("cannot open config file {}", path);
-    return std::nullopt;
+nlohmann::json port_to_json(const PortSpec& spec) {
+  nlohmann::json port = {
+      {"name", spec.name},
+      {"sock", spec.socket_path},
+      {"client", spec.client},
+      {"queues", spec.queue_pairs},
+      {"backend", to_string(spec.backend)},
+      {"memory", spec.memory_policy == sync::GuardPolicy::kPthreadRwlock ? std::string_view("pthread_rwlock")
+                                                                          : sync::to_string(spec.memory_policy)},
+      {"workers", datapath::to_string(spec.workers)},
+      {"poll", datapath::to_string(spec.poll.mode)},
+      {"busy_us", spec.poll.busy_us},
+      {"exit", datapath::to_string(spec.poll.exit)},
+      {"burst", spec.burst},
+      {"weight", spec.weight_packets},
+      {"weight_bytes", spec.weight_bytes},
+  };
+  if (spec.name.empty()) port.erase("name");  // unnamed: finish_ports() names it
+  if (!spec.client) port["mode"] = fmt::format("{:04o}", spec.socket_mode);
+  if (spec.backend == BackendKind::kTap && !spec.tap_name.empty()) port["tap"] = spec.tap_name;
+  if ((spec.backend == BackendKind::kTap || spec.backend == BackendKind::kSwitch) && spec.mtu) port["mtu"] = *spec.mtu;
+  if (spec.backend == BackendKind::kSource) {
+    port["rate"] = spec.source_rate_pps;
+    port["size"] = spec.source_frame_size;
   }
-  nlohmann::json config = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) {
-    error = fmt::format("{}: not valid JSON", path);
-    return std::nullopt;
-  }
-  auto ports = parse_config(config, error);
-  if (!ports) error = fmt::format("{}: {}", path, error);
-  return ports;
+  return port;
 }
 
 bool finish_ports(std::vector<PortSpec>& ports, std::string& error) {

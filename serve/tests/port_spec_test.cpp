@@ -1,5 +1,6 @@
 // port_spec_test.cpp - what a port of `uvhost serve` is: the command-line form
-// (parse_port_spec), the JSON config (parse_config, load_config_file), naming and
+// (parse_port_spec), a port in the JSON config (parse_port_json through the file's
+// parser, serve_config.h; port_to_json), naming and
 // uniqueness (finish_ports) and the log line (describe).
 #include "uvhost/serve/port_spec.h"
 
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "uvhost/serve/backend_factory.h"
+#include "uvhost/serve/serve_config.h"
 
 namespace uvhost::serve {
 namespace {
@@ -181,6 +183,19 @@ TEST(PortSpecTest, TheErrorNamesThePort) {
 
 // ------------------------------------------------------------------ JSON config
 
+// The ports of a config file's JSON.
+std::optional<std::vector<PortSpec>> parse_config(const nlohmann::json& json, std::string& error) {
+  auto config = parse_serve_config(json, error);
+  if (!config) return std::nullopt;
+  return std::move(config->ports);
+}
+
+std::optional<std::vector<PortSpec>> load_config_file(const std::string& path, std::string& error) {
+  auto config = load_serve_config(path, error);
+  if (!config) return std::nullopt;
+  return std::move(config->ports);
+}
+
 std::optional<std::vector<PortSpec>> config(const nlohmann::json& json, std::string& error) {
   error.clear();
   return parse_config(json, error);
@@ -239,11 +254,10 @@ TEST(PortConfigTest, NoPortsIsAnEmptyList) {
 }
 
 TEST(PortConfigTest, TheShapeIsChecked) {
-  expect_config_refused(nlohmann::json::array(), "object with a \"ports\" array");
-  expect_config_refused(nlohmann::json("ports"), "object with a \"ports\" array");
-  expect_config_refused(nlohmann::json::object(), "object with a \"ports\" array");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": {"sock": "/a"}})"), "\"ports\" array");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [], "verbose": true})"), "unknown top-level key 'verbose'");
+  expect_config_refused(nlohmann::json::array(), "must be a JSON object");
+  expect_config_refused(nlohmann::json("ports"), "must be a JSON object");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": {"sock": "/a"}})"), "\"ports\" must be an array");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [], "verbose": true})"), "unknown key 'verbose'");
   expect_config_refused(nlohmann::json::parse(R"({"ports": ["sock=/a"]})"), "ports[0]: not an object");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a"}, 7]})"), "ports[1]: not an object");
 }
@@ -256,8 +270,9 @@ TEST(PortConfigTest, UnknownKeysAreRefused) {
 
 TEST(PortConfigTest, WrongTypesAreRefused) {
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": ["/a"]}]})"), "'sock' has a value of the wrong type");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": -1}]})"), "wrong type");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 1.5}]})"), "wrong type");
+  // A negative or fractional number is refused by the key's own check, which names it.
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": -1}]})"), "queues '-1'");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 1.5}]})"), "queues '1.5'");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": null}]})"), "wrong type");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": {}}]})"), "wrong type");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 0}]})"), "queues");

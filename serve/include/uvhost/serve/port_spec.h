@@ -39,9 +39,12 @@
 //                      (also spelled pthread-rwlock, the sync layer's name)
 //    `path=` is another name for `sock=` (giving both counts as a repeated key).
 //    Unknown keys, repeated keys, bad values: nullopt with `error` saying which.
-//  - parse_config() reads {"ports": [{"sock": ..., "client": bool, "queues": n,
-//    "backend": ..., "mode": "0660", "name": ..., "memory": ..., "poll": ..., ...}, ...]}
-//    with the same keys and rules (unknown keys refused); numbers may be JSON numbers.
+//  - parse_port_json() reads one port of the config file (serve_config.h):
+//    {"sock": ..., "client": bool, "queues": n, "backend": ..., "mode": "0660", ...}
+//    with the same keys and rules (unknown keys refused); numbers may be JSON numbers,
+//    `mode` must be a string (octal digits).
+//  - port_to_json() is the inverse: every key that applies to the port's backend, with
+//    its value, so that parse_port_json(port_to_json(s)) gives s back.
 //  - Keys that only make sense for some backends (tap=; mtu= for tap and switch;
 //    rate=, size=) are refused for the others.
 //  - finish_ports() names unnamed ports and refuses duplicate names or socket paths.
@@ -88,9 +91,8 @@ struct PortSpec {
 };
 
 std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& error);
-std::optional<std::vector<PortSpec>> parse_config(const nlohmann::json& config, std::string& error);
-// Reads and parses a JSON config file.
-std::optional<std::vector<PortSpec>> load_config_file(const std::string& path, std::string& error);
+std::optional<PortSpec> parse_port_json(const nlohmann::json& entry, std::string& error);
+nlohmann::json port_to_json(const PortSpec& spec);
 bool finish_ports(std::vector<PortSpec>& ports, std::string& error);
 
 // One line describing a port, for logs: "p0 (server /run/a.sock, 2 queue pairs, loopback)".
