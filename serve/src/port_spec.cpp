@@ -1,6 +1,9 @@
 // port_spec.cpp - parsing port descriptions (see port_spec.h).
 #include "uvhost/serve/port_spec.h"
 
+#include <net/if.h>
+#include <sys/un.h>
+
 #include <charconv>
 #include <fstream>
 #include <set>
@@ -180,6 +183,22 @@ bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<
   if (spec.socket_path.empty()) {
     error = "no socket path (sock=PATH)";
     return false;
+  }
+  // Checked here too (the port checks again when it binds) so that a config check
+  // (`uvhost serve --check-config`) finds what the start would refuse.
+  if (spec.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+    error = fmt::format("socket path longer than {} bytes", sizeof(sockaddr_un::sun_path) - 1);
+    return false;
+  }
+  if (spec.tap_name.size() >= IFNAMSIZ) {
+    error = fmt::format("tap '{}' is longer than {} characters", spec.tap_name, IFNAMSIZ - 1);
+    return false;
+  }
+  for (const std::string* text : {&spec.socket_path, &spec.name, &spec.tap_name}) {
+    if (text->find('\0') != std::string::npos) {
+      error = "a NUL character in sock=, name= or tap=";
+      return false;
+    }
   }
   if (seen.contains("tap") && spec.backend != BackendKind::kTap) {
     error = "tap= is for backend=tap";

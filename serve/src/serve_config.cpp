@@ -2,6 +2,7 @@
 // serve_config.h).
 #include "uvhost/serve/serve_config.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,11 +10,9 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "config_value.h"
 
@@ -24,9 +23,11 @@ namespace {
 constexpr DaemonKey kDaemonKeys[] = {
     {"control", "PATH", "Control socket (mode 0600) for `uvhost ctl`; empty: none"},
     {"pool_workers", "N", "Workers of the shared pool (ports with workers=pool), 1..64 (default 2)"},
-    {"enqueue", "STRATEGY", "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)"},
+    {"enqueue", "STRATEGY",
+     "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)"},
     {"switch_tap", "IFNAME",
-     "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink; empty: none"},
+     "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink; empty: "
+     "none"},
     {"stats_interval", "SECONDS", "Log each port's counters every SECONDS (0: off, the default)"},
     {"summary_json", "FILE", "On exit, also write each port's counters here as JSON; empty: no file"},
     {"log_level", "LEVEL", "trace, debug, info, warn, error, off (default: uvhost --log-level)", false},
@@ -48,7 +49,8 @@ bool set_stats_interval(std::string_view value, ServeConfig& config, std::string
   // Below a millisecond would round to 0, which means off: refused rather than guessed.
   if (ec != std::errc() || ptr != end || value.empty() || !std::isfinite(seconds) || seconds < 0 ||
       seconds > kMaxStatsIntervalS || (seconds > 0 && seconds < 0.001)) {
-    error = fmt::format("stats_interval '{}' is not 0 or a number of seconds in 0.001..{}", value, kMaxStatsIntervalS);
+    error = fmt::format("stats_interval '{}' is not 0 or a number of seconds in 0.001..{}", value,
+                        kMaxStatsIntervalS);
     return false;
   }
   config.daemon.stats_interval = std::chrono::milliseconds(std::llround(seconds * 1000));
@@ -99,7 +101,8 @@ std::optional<nlohmann::json> parse_json_strictly(const std::string& text, std::
   std::string problem;
   auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
-    if (depth > kMaxJsonDepth && problem.empty()) problem = fmt::format("nested deeper than {} levels", kMaxJsonDepth);
+    if (depth > kMaxJsonDepth && problem.empty())
+      problem = fmt::format("nested deeper than {} levels", kMaxJsonDepth);
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == Event::key && !open_objects.empty() && parsed.is_string() &&
@@ -127,7 +130,9 @@ std::optional<nlohmann::json> parse_json_strictly(const std::string& text, std::
 
 }  // namespace
 
-std::span<const DaemonKey> daemon_keys() noexcept { return kDaemonKeys; }
+std::span<const DaemonKey> daemon_keys() noexcept {
+  return kDaemonKeys;
+}
 
 std::string flag_name(std::string_view key) {
   std::string flag = "--" + std::string(key);
@@ -162,7 +167,8 @@ bool apply_daemon_key(std::string_view key, std::string_view value, ServeConfig&
   if (key == "switch_tap") {
     // The kernel's IFNAMSIZ (16) holds 15 characters and the terminating zero.
     if (value.size() > 15 || value.find_first_of("/ \t\n") != std::string_view::npos) {
-      error = fmt::format("switch_tap '{}' is not an interface name (at most 15 characters, no '/' or spaces)", value);
+      error = fmt::format(
+          "switch_tap '{}' is not an interface name (at most 15 characters, no '/' or spaces)", value);
       return false;
     }
     daemon.switch_tap = std::string(value);
@@ -174,7 +180,8 @@ bool apply_daemon_key(std::string_view key, std::string_view value, ServeConfig&
     return true;
   }
   if (key == "log_level") {
-    if (!value.empty() && std::find(std::begin(kLogLevels), std::end(kLogLevels), value) == std::end(kLogLevels)) {
+    if (!value.empty() &&
+        std::find(std::begin(kLogLevels), std::end(kLogLevels), value) == std::end(kLogLevels)) {
       error = fmt::format("log_level '{}' unknown ({})", value, fmt::join(kLogLevels, ", "));
       return false;
     }

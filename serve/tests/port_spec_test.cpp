@@ -485,6 +485,15 @@ TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
   expect_refused("sock=/a,weight_bytes=0", "weight_bytes '0' is not a number");
 }
 
+// What the start would refuse is refused by the parser, so --check-config finds it.
+TEST(PortSpecTest, SocketPathsAndTapNamesTheKernelRefusesAreRefused) {
+  expect_refused("sock=/" + std::string(107, 'a'), "socket path longer than 107 bytes");
+  std::string error;
+  EXPECT_TRUE(parse_port_spec("sock=/" + std::string(106, 'a'), error)) << error;
+  expect_refused("sock=/a,backend=tap,tap=a-tap-name-too-long", "tap 'a-tap-name-too-long' is longer than 15");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a\u0000b"}]})"), "a NUL character");
+}
+
 TEST(PortSpecTest, MtuIsATapAndSwitchKeyFrom68To65535) {
   std::string error;
   auto spec = parse_port_spec("sock=/a,backend=tap,mtu=9000", error);

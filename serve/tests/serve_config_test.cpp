@@ -3,17 +3,15 @@
 // to_json(), and hostile config files.
 #include "uvhost/serve/serve_config.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace uvhost::serve {
 namespace {
@@ -78,7 +76,8 @@ TEST(ServeConfigTest, EveryDaemonKeyIsOneVocabulary) {
     ASSERT_TRUE(written.contains(name)) << name << " is not written by to_json";
     std::string error;
     ServeConfig copy;
-    const std::string text = written[name].is_string() ? written[name].get<std::string>() : written[name].dump();
+    const std::string text =
+        written[name].is_string() ? written[name].get<std::string>() : written[name].dump();
     EXPECT_TRUE(apply_daemon_key(name, text, copy, error)) << name << ": " << error;
     EXPECT_FALSE(key.help.empty()) << name;
     EXPECT_FALSE(key.value_name.empty()) << name;
@@ -99,9 +98,11 @@ TEST(ServeConfigTest, BadDaemonValuesAreRefused) {
   expect_refused(R"({"stats_interval": "inf"})", "stats_interval 'inf'");
   expect_refused(R"({"stats_interval": 0.0001})", "stats_interval '0.0001'");
   expect_refused(R"({"stats_interval": 1e300})", "stats_interval");
-  expect_refused(R"({"switch_tap": "a-name-far-too-long"})", "switch_tap 'a-name-far-too-long' is not an interface name");
+  expect_refused(R"({"switch_tap": "a-name-far-too-long"})",
+                 "switch_tap 'a-name-far-too-long' is not an interface name");
   expect_refused(R"({"switch_tap": "a/b"})", "switch_tap 'a/b'");
-  expect_refused(R"({"log_level": "loud"})", "log_level 'loud' unknown (trace, debug, info, warn, error, off)");
+  expect_refused(R"({"log_level": "loud"})",
+                 "log_level 'loud' unknown (trace, debug, info, warn, error, off)");
   expect_refused(R"({"control": ["/a"]})", "'control' has a value of the wrong type (array)");
   expect_refused(R"({"control": null})", "'control' has a value of the wrong type (null)");
   expect_refused(R"({"ports": [{"sock": "/a"}, {"sock": "/b", "queues": 0}]})", "ports[1]: queues '0'");
@@ -223,7 +224,8 @@ TEST(ServeConfigFileTest, HostileFilesAreRefused) {
                       "nested deeper than 32 levels");
   expect_file_refused(dir.write("big.json", "{\"control\": \"" + std::string(kMaxConfigBytes, 'a') + "\"}"),
                       "larger than 1048576 bytes");
-  expect_file_refused(dir.write("bad.json", "{\"ports\": [{\"sock\": \"/a\",}]}"), "not valid JSON: parse error at line 1");
+  expect_file_refused(dir.write("bad.json", "{\"ports\": [{\"sock\": \"/a\",}]}"),
+                      "not valid JSON: parse error at line 1");
   expect_file_refused(dir.write("empty.json", ""), "not valid JSON");
   expect_file_refused(dir.write("binary.json", std::string("{\"control\": \"\xff\xfe\"}")), "not valid JSON");
   expect_file_refused(dir.path(), "not a regular file");

@@ -87,6 +87,7 @@ check_refused "key 'control' given twice" '{"control": "/tmp/a", "control": "/tm
 check_refused "ports[0]: queues 'many'" '{"ports": [{"sock": "/tmp/a.sock", "queues": "many"}]}'
 check_refused "not valid JSON: parse error at line 1" '{"ports": [}'
 check_refused "'stats_interval' has a value of the wrong type" '{"stats_interval": [1]}'
+check_refused "socket path longer than 107 bytes" "{\"ports\": [{\"sock\": \"/$(printf 'a%.0s' {1..120})\"}]}"
 expect 2 serve --config "$dir" --check-config
 expect 2 serve --config "$dir/missing.json" --check-config
 printf '{"control": "%s"}\n' "$dir/ctl.sock" >"$dir/noports.json"
