@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("uvhost"));
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(uvhost::serve::kLogLevels), std::end(uvhost::serve::kLogLevels))));
+      ->check(CLI::IsMember(
+          std::vector<std::string>(std::begin(uvhost::serve::kLogLevels), std::end(uvhost::serve::kLogLevels))));
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
 
   uvhost::cli::add_version_command(app);

@@ -50,7 +50,9 @@ serve::ServeConfig load_config(const ServeOptions& options) {
   }
   for (const auto& [key, value] : options.flags) {
     if (options.command->get_option(serve::flag_name(key))->count() == 0) continue;
-    if (!serve::apply_daemon_key(key, value, config, error)) refuse(fmt::format("{}: {}", serve::flag_name(key), error));
+    if (!serve::apply_daemon_key(key, value, config, error)) {
+      refuse(fmt::format("{}: {}", serve::flag_name(key), error));
+    }
   }
   for (const std::string& text : options.ports) {
     auto spec = serve::parse_port_spec(text, error);
@@ -145,7 +147,8 @@ void add_serve_command(CLI::App& app) {
   for (const serve::DaemonKey& key : serve::daemon_keys()) {
     if (!key.serve_flag) continue;
     std::string& value = options->flags[std::string(key.key)];
-    cmd->add_option(serve::flag_name(key.key), value, std::string(key.help))->type_name(std::string(key.value_name));
+    cmd->add_option(serve::flag_name(key.key), value, std::string(key.help))
+        ->type_name(std::string(key.value_name));
   }
   cmd->add_flag("--check-config", options->check_config,
                 "Check the configuration (file and flags) and exit: 0 if it is valid, 2 if not; opens nothing");

@@ -121,8 +121,8 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
       serve::ServeConfig scratch;
       if (!need_value() || !serve::apply_daemon_key(key, value, scratch, error)) return std::nullopt;
       const nlohmann::json canonical = serve::to_json(scratch)[std::string(key)];
-      config.serve_args.insert(config.serve_args.end(),
-                               {serve::flag_name(key), canonical.is_string() ? canonical.get<std::string>() : canonical.dump()});
+      const std::string canonical_text = canonical.is_string() ? canonical.get<std::string>() : canonical.dump();
+      config.serve_args.insert(config.serve_args.end(), {serve::flag_name(key), canonical_text});
     } else if (bench_owned_port_key(key)) {
       error = fmt::format("port key '{}' is set by the bench itself (socket, backend per workload, --queues, "
                           "name, source size and rate)", key);

@@ -7,11 +7,11 @@
 // check, which names it). null, arrays and objects have no text: nullopt.
 #pragma once
 
-#include <fmt/format.h>
-
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace uvhost::serve {
 

@@ -286,8 +286,9 @@ nlohmann::json port_to_json(const PortSpec& spec) {
       {"client", spec.client},
       {"queues", spec.queue_pairs},
       {"backend", to_string(spec.backend)},
-      {"memory", spec.memory_policy == sync::GuardPolicy::kPthreadRwlock ? std::string_view("pthread_rwlock")
-                                                                          : sync::to_string(spec.memory_policy)},
+      {"memory", spec.memory_policy == sync::GuardPolicy::kPthreadRwlock
+                     ? std::string_view("pthread_rwlock")  // the documented spelling
+                     : sync::to_string(spec.memory_policy)},
       {"workers", datapath::to_string(spec.workers)},
       {"poll", datapath::to_string(spec.poll.mode)},
       {"busy_us", spec.poll.busy_us},
@@ -299,7 +300,8 @@ nlohmann::json port_to_json(const PortSpec& spec) {
   if (spec.name.empty()) port.erase("name");  // unnamed: finish_ports() names it
   if (!spec.client) port["mode"] = fmt::format("{:04o}", spec.socket_mode);
   if (spec.backend == BackendKind::kTap && !spec.tap_name.empty()) port["tap"] = spec.tap_name;
-  if ((spec.backend == BackendKind::kTap || spec.backend == BackendKind::kSwitch) && spec.mtu) port["mtu"] = *spec.mtu;
+  const bool takes_mtu = spec.backend == BackendKind::kTap || spec.backend == BackendKind::kSwitch;
+  if (takes_mtu && spec.mtu) port["mtu"] = *spec.mtu;
   if (spec.backend == BackendKind::kSource) {
     port["rate"] = spec.source_rate_pps;
     port["size"] = spec.source_frame_size;

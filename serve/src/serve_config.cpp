@@ -2,7 +2,6 @@
 // serve_config.h).
 #include "uvhost/serve/serve_config.h"
 
-#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,9 +9,11 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "config_value.h"
 

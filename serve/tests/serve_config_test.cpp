@@ -3,15 +3,17 @@
 // to_json(), and hostile config files.
 #include "uvhost/serve/serve_config.h"
 
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace uvhost::serve {
 namespace {

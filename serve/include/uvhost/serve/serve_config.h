@@ -25,12 +25,13 @@
 #pragma once
 
 #include <cstddef>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/serve/daemon.h"
 #include "uvhost/serve/port_spec.h"
