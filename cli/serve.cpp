@@ -85,7 +85,14 @@ void run_serve(const ServeOptions& options) {
     spdlog::set_level(spdlog::level::from_str(config.log_level));
   }
   if (options.print_config) {
-    std::cout << serve::to_json(config).dump(2) << "\n" << std::flush;
+    // In the order of serve_config.h's keys, ports last (a JSON object sorts its keys).
+    const nlohmann::json all = serve::to_json(config);
+    nlohmann::ordered_json file;
+    for (const serve::DaemonKey& key : serve::daemon_keys()) {
+      file[std::string(key.key)] = all.at(std::string(key.key));
+    }
+    file["ports"] = all.at("ports");
+    std::cout << file.dump(2) << "\n" << std::flush;
     return;
   }
   if (options.check_config) {
