@@ -16,6 +16,8 @@
 #include "commands.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/serve/daemon.h"
+#include "uvhost/serve/direction.h"
+#include "uvhost/serve/metrics_http.h"
 
 namespace uvhost::cli {
 namespace {
@@ -29,17 +31,26 @@ struct ServeOptions {
   uint32_t pool_workers = 2;
   std::string enqueue = "lockless";
   std::string switch_tap;
+  std::string metrics_address;
 };
 
+// Directions as DPDK and OVS name them (serve/direction.h): rx from the guest, tx to it.
 void print_summary(const std::vector<serve::PortReport>& reports) {
-  bench::TextTable table({"port", "mode", "backend", "conns", "tx pkts", "tx bytes", "tx drops", "rx pkts",
-                          "rx bytes", "rx drops", "errors"});
+  const auto column = [](serve::Direction direction, const char* what) {
+    return fmt::format("{} {}", serve::to_string(direction), what);
+  };
+  using serve::Direction;
+  bench::TextTable table({"port", "mode", "backend", "conns", column(Direction::kRx, "pkts"),
+                          column(Direction::kRx, "bytes"), column(Direction::kRx, "drops"),
+                          column(Direction::kTx, "pkts"), column(Direction::kTx, "bytes"),
+                          column(Direction::kTx, "drops"), "errors"});
   for (const auto& r : reports) {
     const auto& t = r.totals;
     table.add_row({r.spec.name, r.spec.client ? "client" : "server", std::string(serve::to_string(r.spec.backend)),
-                   std::to_string(t.connections), std::to_string(t.tx_packets), std::to_string(t.tx_bytes),
-                   std::to_string(t.tx_dropped), std::to_string(t.rx_packets), std::to_string(t.rx_bytes),
-                   std::to_string(t.rx_dropped), std::to_string(t.protocol_errors)});
+                   std::to_string(t.connections), std::to_string(t.from_guest_packets),
+                   std::to_string(t.from_guest_bytes), std::to_string(t.from_guest_dropped),
+                   std::to_string(t.to_guest_packets), std::to_string(t.to_guest_bytes),
+                   std::to_string(t.to_guest_dropped), std::to_string(t.protocol_errors)});
   }
   table.print(std::cout);
   std::cout.flush();
@@ -75,6 +86,10 @@ void run_serve(const ServeOptions& options) {
     spdlog::error("{}", error);
     throw CLI::RuntimeError(2);
   }
+  if (!options.metrics_address.empty() && !serve::parse_metrics_address(options.metrics_address, error)) {
+    spdlog::error("{}", error);
+    throw CLI::RuntimeError(2);
+  }
 
   // Block the stop signals before any thread exists, so every port thread inherits the
   // mask and only sigwait() below receives them. A dead peer must never kill us
@@ -89,6 +104,7 @@ void run_serve(const ServeOptions& options) {
   serve::DaemonOptions daemon_options;
   daemon_options.stats_interval = std::chrono::milliseconds(static_cast<int64_t>(options.stats_interval_s * 1000));
   daemon_options.control_path = options.control_path;
+  daemon_options.metrics_address = options.metrics_address;
   daemon_options.pool_workers = options.pool_workers;
   daemon_options.switch_tap = options.switch_tap;
   daemon_options.enqueue = *sync::parse_enqueue_strategy(options.enqueue);  // checked by CLI11
@@ -139,6 +155,8 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"locked_wake", "unlock_wake", "lockless"}));
   cmd->add_option("--switch-tap", options->switch_tap,
                   "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink");
+  cmd->add_option("--metrics", options->metrics_address,
+                  "Serve Prometheus metrics over HTTP at ADDR:PORT (GET /metrics; e.g. 127.0.0.1:9477, [::1]:9477)");
   cmd->callback([options] { run_serve(*options); });
 }
 

@@ -260,8 +260,8 @@ check_lossless() {
   for p in pa pb; do
     local -a q
     read -r -a q <<<"$(qlib_port_counts "$STATS" "$p")"
-    tx_dropped=${q[1]} rx_dropped=${q[3]}
-    stopped=$(jq --arg p "$p" '[.ports[] | select(.name == $p) | .queues[] | select(.direction == "rx") | .inject_stopped] | add // 0' <<<"$STATS")
+    tx_dropped=${q[1]} rx_dropped=${q[3]}  # the guest's: its tx is our rx (from it), its rx our tx (to it)
+    stopped=$(jq --arg p "$p" '[.ports[] | select(.name == $p) | .queues[] | select(.direction == "tx") | .inject_stopped] | add // 0' <<<"$STATS")
     failed=$(switch_counter "$STATS" "$p" inject_failed)
     echo "$p: datapath tx dropped $tx_dropped (switch inject_failed $failed), rx dropped $rx_dropped (refused before its guest's queue ran: $stopped)"
     ((rx_dropped == stopped)) || { echo "$p: $((rx_dropped - stopped)) frames dropped on its receive side while its queue ran"; ok=1; }
@@ -513,12 +513,12 @@ check_stats() {
   echo "books: guest tx $g_tx <= uvhost took $taken (+$((taken - g_tx))); uvhost delivered ${c[2]} >= guest rx $g_rx + dropped $g_rxd (+$((c[2] - g_rx - g_rxd))); tap: sent $sent == kernel rx ${k[0]} + dropped ${k[1]}; read $frames == kernel tx ${k[2]} == delivered ${c[2]} + dropped ${c[3]}$( ((frames - c[2] - c[3])) && echo ' + 1 held')"
 }
 
-# The port's TX (from the guest) and RX (to the guest) packets and bytes summed over
-# its queues: "tx_packets tx_bytes rx_packets rx_bytes".
+# The port's rx (from the guest) and tx (to the guest) packets and bytes summed over
+# its queues: "rx_packets rx_bytes tx_packets tx_bytes".
 port_volume() {
   jq -r --arg p "$2" '[.ports[] | select(.name == $p) | .queues[]] as $q
-    | [($q | map(select(.direction == "tx") | .packets) | add // 0), ($q | map(select(.direction == "tx") | .bytes) | add // 0),
-       ($q | map(select(.direction == "rx") | .packets) | add // 0), ($q | map(select(.direction == "rx") | .bytes) | add // 0)]
+    | [($q | map(select(.direction == "rx") | .packets) | add // 0), ($q | map(select(.direction == "rx") | .bytes) | add // 0),
+       ($q | map(select(.direction == "tx") | .packets) | add // 0), ($q | map(select(.direction == "tx") | .bytes) | add // 0)]
     | map(tostring) | join(" ")' <<<"$1"
 }
 

@@ -61,7 +61,7 @@
 //         "calls_suppressed":98,"polls":5,"poll_ns":250000,
 //         "poll_exits":{"work":3,"own_kick":0,"other_queue":0,"any_work":0,"timeout":2},
 //         "weight_yields":0}]}],
-//       (receive queues also: "rx_waits", "inject_dropped": frames refused at inject,
+//       (queues to the guest also: "buffer_waits", "inject_dropped": frames refused at inject,
 //       the inbound ring full or the queue not running, "inject_stopped": the part of
 //       those refused because it was not running, e.g. before the guest's driver
 //       started it)
