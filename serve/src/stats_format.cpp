@@ -205,11 +205,11 @@ std::string format_ports_table(const json& list) {
   for (const auto& port : array_member(list, "ports")) {
     const auto client = flag(port, "client");
     const json* features = member(port, "features");
-    const auto mtu = features != nullptr ? counter(*features, "guest_mtu") : std::nullopt;
+    const uint64_t mtu = features != nullptr ? counter(*features, "guest_mtu").value_or(0) : 0;  // 0: none set
     table.add({or_missing(text(port, "name")), or_missing(text(port, "socket")),
                client ? (*client ? "client" : "server") : kMissing, or_missing(text(port, "backend")),
                count_cell(port, "queue_pairs"), or_missing(text(port, "workers")), yes_no(port, "connected"),
-               mtu && *mtu > 0 ? std::to_string(*mtu) : kMissing});
+               mtu > 0 ? std::to_string(mtu) : kMissing});
   }
   // What each connected frontend negotiated, by name, under the table (too long for a column).
   std::string negotiated;

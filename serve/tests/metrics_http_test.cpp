@@ -13,7 +13,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "serve_test_support.h"
 #include "uvhost/serve/daemon.h"
@@ -62,13 +65,15 @@ std::string request(uint16_t port, const std::string& text) {
 
 std::string status_line(const std::string& response) { return response.substr(0, response.find("\r\n")); }
 
+constexpr std::string_view kBody = "# HELP up_total x\n# TYPE up_total counter\nup_total 1\n";
+
 std::unique_ptr<MetricsHttpServer> open_server(std::atomic<int>& renders, std::chrono::milliseconds timeout = 5s) {
   std::string error;
   auto server = MetricsHttpServer::open(
       "127.0.0.1:0",
       [&renders] {
         ++renders;
-        return std::string("# HELP up_total x\n# TYPE up_total counter\nup_total 1\n");
+        return std::string(kBody);
       },
       error, timeout);
   EXPECT_NE(server, nullptr) << error;
@@ -99,8 +104,8 @@ TEST(MetricsHttp, GetMetricsAnswersThePrometheusTextAndCloses) {
   EXPECT_EQ(status_line(response), "HTTP/1.1 200 OK") << response;
   EXPECT_NE(response.find("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"), std::string::npos);
   EXPECT_NE(response.find("\r\nConnection: close\r\n"), std::string::npos);
-  EXPECT_NE(response.find("\r\nContent-Length: 52\r\n"), std::string::npos) << response;
-  EXPECT_TRUE(response.ends_with("\r\n\r\n# HELP up_total x\n# TYPE up_total counter\nup_total 1\n")) << response;
+  EXPECT_NE(response.find("\r\nContent-Length: " + std::to_string(kBody.size()) + "\r\n"), std::string::npos);
+  EXPECT_TRUE(response.ends_with("\r\n\r\n" + std::string(kBody))) << response;
   EXPECT_EQ(renders.load(), 1);
 
   // A query string is ignored; HEAD has the headers only; bare LF line ends do.
@@ -128,7 +133,7 @@ TEST(MetricsHttp, GarbageAndOversizedRequestsAreClosedAndTheServerGoesOn) {
   std::atomic<int> renders{0};
   auto server = open_server(renders);
   ASSERT_NE(server, nullptr);
-  for (const std::string garbage :
+  for (const std::string& garbage :
        {std::string("\x01\x02\xff hello\r\n\r\n"), std::string("GET\r\n\r\n"), std::string("GET /metrics\r\n\r\n"),
         std::string("GET /metrics HTTP/2.0\r\n\r\n"), std::string("GET  /metrics HTTP/1.1\r\n\r\n"),
         std::string("get /metrics HTTP/1.1\r\n\r\n"), std::string("GET metrics HTTP/1.1\r\n\r\n"),

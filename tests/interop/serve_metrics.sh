@@ -97,7 +97,7 @@ want "uvhost_port_negotiated_feature_info{port=\"p0\",feature=\"VERSION_1\"} 1"
 want "# TYPE uvhost_queue_busy_poll_seconds gauge"
 for family in process_cpu_seconds_total process_resident_memory_bytes process_virtual_memory_bytes \
   process_open_fds process_max_fds process_start_time_seconds uvhost_uptime_seconds uvhost_port_backend_events_total; do
-  want_prefix "$family "
+  grep -q "^$family[ {]" "$dir/metrics.txt" || fail "no sample of $family in /metrics"
   grep -q "^# TYPE $family " "$dir/metrics.txt" || fail "no # TYPE for $family"
 done
 grep -q 'untyped\|_microseconds\|uvhost_port_backend_stat{' "$dir/metrics.txt" && fail "an untyped or non-base-unit family is left"
