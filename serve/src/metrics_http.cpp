@@ -66,6 +66,7 @@ struct Client {
   std::string out;  // the response, once the request is complete
   size_t written = 0;
   bool responding = false;
+  bool draining = false;  // response sent and our side shut: discarding input until EOF
   bool dead = false;
 };
 
@@ -84,7 +85,8 @@ class Loop {
       fds.push_back({listening ? listen_fd_ : -1, POLLIN, 0});
       auto wake = listening ? Clock::time_point::max() : accept_paused_until_;
       for (const Client& client : clients_) {
-        fds.push_back({client.fd.get(), static_cast<short>(client.responding ? POLLOUT : POLLIN), 0});
+        const bool writing = client.responding && !client.draining;
+        fds.push_back({client.fd.get(), static_cast<short>(writing ? POLLOUT : POLLIN), 0});
         wake = std::min(wake, client.deadline);
       }
       int timeout_ms = -1;
@@ -102,7 +104,9 @@ class Loop {
       for (size_t i = 0; i + 2 < fds.size() && i < clients_.size(); ++i) {
         Client& client = clients_[i];
         if (fds[i + 2].revents == 0) continue;
-        if (client.responding) {
+        if (client.draining) {
+          drain(client);
+        } else if (client.responding) {
           send_some(client);
         } else {
           receive(client);
@@ -163,7 +167,24 @@ class Loop {
       }
       client.written += static_cast<size_t>(sent);
     }
-    client.dead = true;  // all sent: Connection: close
+    // All sent (Connection: close). Closing now, with bytes of the client's still unread
+    // (a body, a pipelined request), would reset the connection and could destroy the
+    // response before the client reads it: shut our side and discard its input until it
+    // closes too (or its deadline passes).
+    ::shutdown(client.fd.get(), SHUT_WR);
+    client.draining = true;
+    drain(client);
+  }
+
+  void drain(Client& client) {
+    char buffer[kReadChunk];
+    for (int i = 0; i < 16; ++i) {  // bounded: a client streaming input yields to the others
+      const ssize_t got = ::recv(client.fd.get(), buffer, sizeof buffer, 0);
+      if (got > 0) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      client.dead = true;  // EOF or an error: done
+      return;
+    }
   }
 
   int listen_fd_;

@@ -10,7 +10,9 @@
 //    (port() then tells which).
 //
 //  What it answers
-//  - One request per connection, then the connection is closed ("Connection: close"):
+//  - One request per connection, then the connection is closed ("Connection: close":
+//    our side is shut after the response, and what the client still sends is read and
+//    discarded until it closes or its timeout passes, so no reset destroys the response):
 //     - GET or HEAD /metrics (a query string is ignored): 200, Content-Type
 //       kContentType, the body render() returned (none for HEAD);
 //     - GET or HEAD of another path: 404;
