@@ -72,14 +72,14 @@ case_loopback() {
   ilib_connection_end "$tag" p0 1 || { ilib_serve_stop "$tag"; return 0; }
   local tp=$TP_LINE end=$END_LINE
   ilib_serve_stop "$tag"
-  local tp_tx tp_rx sv_tx sv_rx sv_drop
+  local tp_tx tp_rx sv_from sv_to sv_drop
   tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
-  sv_tx=$(field "$end" rx_packets); sv_rx=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
-  echo "[$mode] loopback: testpmd tx=$tp_tx rx=$tp_rx ($(mpps "$(field "$tp" rx_pps)") Mpps); uvhost from guest=$sv_tx to guest=$sv_rx dropped=$sv_drop"
+  sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
+  echo "[$mode] loopback: testpmd tx=$tp_tx rx=$tp_rx ($(mpps "$(field "$tp" rx_pps)") Mpps); uvhost from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
   ((tp_tx > 0 && tp_rx > 0)) || fail "[$mode] loopback: a direction carried nothing (testpmd tx=$tp_tx rx=$tp_rx)"
-  ((sv_tx == sv_rx + sv_drop)) || fail "[$mode] loopback: uvhost got $sv_tx from the guest but delivered $sv_rx + dropped $sv_drop = $((sv_rx + sv_drop))"
-  agree "$tp_tx" "$sv_tx" || fail "[$mode] loopback: guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_tx"
-  agree "$sv_rx" "$tp_rx" || fail "[$mode] loopback: uvhost->guest: uvhost delivered $sv_rx, testpmd received $tp_rx"
+  ((sv_from == sv_to + sv_drop)) || fail "[$mode] loopback: uvhost got $sv_from from the guest but delivered $sv_to + dropped $sv_drop = $((sv_to + sv_drop))"
+  agree "$tp_tx" "$sv_from" || fail "[$mode] loopback: guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_from"
+  agree "$sv_to" "$tp_rx" || fail "[$mode] loopback: uvhost->guest: uvhost delivered $sv_to, testpmd received $tp_rx"
 }
 
 # Microseconds since the epoch, without a fork (bash 5's EPOCHREALTIME).

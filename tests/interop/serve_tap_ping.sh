@@ -69,12 +69,12 @@ run() {
   ilib_connection_end tap p0 1 || { ilib_serve_stop tap; return 0; }
   local end=$END_LINE
   ilib_serve_stop tap
-  local tp_rx tp_tx sv_tx sv_rx
+  local tp_rx tp_tx sv_from sv_to
   tp_rx=$(field "$tp" rx_packets); tp_tx=$(field "$tp" tx_packets)
-  sv_tx=$(field "$end" rx_packets); sv_rx=$(field "$end" tx_packets)
-  echo "testpmd icmpecho: rx=$tp_rx tx=$tp_tx; uvhost p0: from guest=$sv_tx to guest=$sv_rx rx_dropped=$(field "$end" rx_dropped) tx_dropped=$(field "$end" tx_dropped)"
+  sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets)
+  echo "testpmd icmpecho: rx=$tp_rx tx=$tp_tx; uvhost p0: from guest=$sv_from to guest=$sv_to rx_dropped=$(field "$end" rx_dropped) tx_dropped=$(field "$end" tx_dropped)"
   ((tp_rx >= count && tp_tx >= count)) || fail "testpmd answered fewer than $count (rx=$tp_rx tx=$tp_tx)"
-  [[ $tp_tx == "$sv_tx" ]] || fail "testpmd sent $tp_tx, uvhost took $sv_tx from the guest"
+  [[ $tp_tx == "$sv_from" ]] || fail "testpmd sent $tp_tx, uvhost took $sv_from from the guest"
 }
 
 run

@@ -152,15 +152,15 @@ case_loopback() {
   tp=$(grep '^rx_packets=' "$dir/tp-loop.out")
   end=$(connection_end 1) || { fail "serve never saw the connection end"; return 1; }
   stop_serve
-  local tp_tx tp_rx sv_tx sv_rx sv_drop
+  local tp_tx tp_rx sv_from sv_to sv_drop
   tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
-  sv_tx=$(field "$end" rx_packets); sv_rx=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
+  sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
   echo "testpmd virtio_user io: tx=$tp_tx rx=$tp_rx"
-  echo "uvhost serve loopback:  from guest=$sv_tx to guest=$sv_rx dropped=$sv_drop"
+  echo "uvhost serve loopback:  from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
   ((tp_tx > 0 && tp_rx > 0)) || fail "testpmd: a direction carried nothing (tx=$tp_tx rx=$tp_rx)"
-  agree "$tp_tx" "$sv_tx" || fail "guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_tx"
-  agree "$sv_rx" "$tp_rx" || fail "uvhost->guest: uvhost delivered $sv_rx, testpmd received $tp_rx"
-  ((sv_rx + sv_drop <= sv_tx)) || fail "uvhost reflected more ($sv_rx + $sv_drop dropped) than it got ($sv_tx)"
+  agree "$tp_tx" "$sv_from" || fail "guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_from"
+  agree "$sv_to" "$tp_rx" || fail "uvhost->guest: uvhost delivered $sv_to, testpmd received $tp_rx"
+  ((sv_to + sv_drop <= sv_from)) || fail "uvhost reflected more ($sv_to + $sv_drop dropped) than it got ($sv_from)"
 }
 
 case_reconnect() {
