@@ -3,9 +3,9 @@
 // the next: the format wants a family's samples together.
 #include <cmath>
 #include <cstdint>
-#include <string_view>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -143,7 +143,9 @@ struct BackendFamilies {
   }
 };
 
-// Leaves that are not counters, by their own key (whatever object they are in).
+// Leaves that are not counters, by their own key (whatever object they are in): the
+// gauges today's backends report (backends/*_backend.cpp stats()). Any other unsigned
+// leaf is taken for a counter, so a backend adding a gauge adds its key here.
 constexpr std::string_view kSizeKeys[] = {"mtu", "frame_size"};
 constexpr std::string_view kLevelKeys[] = {"ifindex", "id", "queues", "capacity", "entries", "rate_pps",
                                            "offload_flags"};
