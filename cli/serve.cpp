@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/serve/daemon.h"
+#include "uvhost/serve/direction.h"
 #include "uvhost/serve/serve_config.h"
 
 namespace uvhost::cli {
@@ -64,15 +65,23 @@ serve::ServeConfig load_config(const ServeOptions& options) {
   return config;
 }
 
+// Directions as DPDK and OVS name them (serve/direction.h): rx from the guest, tx to it.
 void print_summary(const std::vector<serve::PortReport>& reports) {
-  bench::TextTable table({"port", "mode", "backend", "conns", "tx pkts", "tx bytes", "tx drops", "rx pkts",
-                          "rx bytes", "rx drops", "errors"});
+  const auto column = [](serve::Direction direction, const char* what) {
+    return fmt::format("{} {}", serve::to_string(direction), what);
+  };
+  using serve::Direction;
+  bench::TextTable table({"port", "mode", "backend", "conns", column(Direction::kRx, "pkts"),
+                          column(Direction::kRx, "bytes"), column(Direction::kRx, "drops"),
+                          column(Direction::kTx, "pkts"), column(Direction::kTx, "bytes"),
+                          column(Direction::kTx, "drops"), "errors"});
   for (const auto& r : reports) {
     const auto& t = r.totals;
     table.add_row({r.spec.name, r.spec.client ? "client" : "server", std::string(serve::to_string(r.spec.backend)),
-                   std::to_string(t.connections), std::to_string(t.tx_packets), std::to_string(t.tx_bytes),
-                   std::to_string(t.tx_dropped), std::to_string(t.rx_packets), std::to_string(t.rx_bytes),
-                   std::to_string(t.rx_dropped), std::to_string(t.protocol_errors)});
+                   std::to_string(t.connections), std::to_string(t.from_guest_packets),
+                   std::to_string(t.from_guest_bytes), std::to_string(t.from_guest_dropped),
+                   std::to_string(t.to_guest_packets), std::to_string(t.to_guest_bytes),
+                   std::to_string(t.to_guest_dropped), std::to_string(t.protocol_errors)});
   }
   table.print(std::cout);
   std::cout.flush();

@@ -2,6 +2,9 @@
 #include "uvhost/serve/daemon.h"
 
 #include "uvhost/serve/control_server.h"
+#include "uvhost/serve/direction.h"
+#include "uvhost/serve/metrics_http.h"
+#include "uvhost/serve/stats_format.h"
 
 #include <sys/eventfd.h>
 
@@ -22,6 +25,7 @@ Daemon::Daemon(std::vector<PortSpec> ports, DaemonOptions options)
 
 Daemon::~Daemon() {
   control_server_.reset();  // no control request during the teardown
+  metrics_server_.reset();
   request_stop();
   wait();
   ports_.clear();  // before the workers and the switch they use
@@ -39,6 +43,7 @@ bool Daemon::start(std::string& error) {
                                         [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
   auto fail = [&] {
     control_server_.reset();
+    metrics_server_.reset();
     ports_.clear();  // unlinks what was bound so far
     switch_hub_.reset();
     workers_.reset();
@@ -73,6 +78,15 @@ bool Daemon::start(std::string& error) {
       return fail();
     }
   }
+  if (!options_.metrics_address.empty()) {
+    metrics_server_ = MetricsHttpServer::open(
+        options_.metrics_address, [this] { return format_prometheus(control_stats()); }, error);
+    if (!metrics_server_) {
+      error = fmt::format("metrics: {}", error);
+      return fail();
+    }
+    spdlog::info("metrics: http://{}/metrics", metrics_server_->address());
+  }
   // spdlog creates its registry on first use, inside the (uninstrumented) shared
   // library: if two port threads log first at the same moment, TSan cannot see the
   // static-init guard and reports a race. Create it here, before the threads exist.
@@ -101,6 +115,8 @@ Port* Daemon::find_port(const std::string& name) const {
   return nullptr;
 }
 
+uint16_t Daemon::metrics_port() const noexcept { return metrics_server_ ? metrics_server_->port() : 0; }
+
 std::vector<PortReport> Daemon::reports() const {
   std::vector<PortReport> reports;
   for (const auto& port : ports_) reports.push_back(PortReport{port->spec(), port->totals()});
@@ -121,12 +137,12 @@ nlohmann::json to_json(const std::vector<PortReport>& reports) {
                      {"connections", t.connections},
                      {"rejected", t.rejected},
                      {"protocol_errors", t.protocol_errors},
-                     {"tx_packets", t.tx_packets},
-                     {"tx_bytes", t.tx_bytes},
-                     {"tx_dropped", t.tx_dropped},
-                     {"rx_packets", t.rx_packets},
-                     {"rx_bytes", t.rx_bytes},
-                     {"rx_dropped", t.rx_dropped},
+                     {direction_key(Direction::kRx, "packets"), t.from_guest_packets},
+                     {direction_key(Direction::kRx, "bytes"), t.from_guest_bytes},
+                     {direction_key(Direction::kRx, "dropped"), t.from_guest_dropped},
+                     {direction_key(Direction::kTx, "packets"), t.to_guest_packets},
+                     {direction_key(Direction::kTx, "bytes"), t.to_guest_bytes},
+                     {direction_key(Direction::kTx, "dropped"), t.to_guest_dropped},
                      {"calls", t.calls},
                      {"broken_queues", t.broken_queues}});
   }

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "uvhost/serve/daemon.h"
+#include "uvhost/serve/direction.h"
+#include "uvhost/serve/process_stats.h"
 #include "uvhost/vhost_user/features.h"
 
 namespace uvhost::serve {
@@ -36,7 +38,7 @@ nlohmann::json queue_json(const datapath::QueueSnapshot& q) {
   }
   nlohmann::json out = {
       {"index", q.index},
-      {"direction", q.is_tx ? "tx" : "rx"},
+      {"direction", std::string(to_string(direction_of(q.is_tx)))},
       {"pair", q.pair},
       {"worker", q.worker},
       {"started", q.started},
@@ -59,7 +61,7 @@ nlohmann::json queue_json(const datapath::QueueSnapshot& q) {
       {"handler_runs", q.handler_runs},
   };
   if (!q.is_tx) {
-    out["rx_waits"] = q.rx_waits;
+    out["buffer_waits"] = q.rx_waits;  // waits for the guest to post receive buffers
     out["inject_dropped"] = q.inject_dropped;
     out["inject_stopped"] = q.inject_stopped;
   }
@@ -141,7 +143,8 @@ nlohmann::json Daemon::control_stats() const {
     }
   }
   const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at_).count();
-  nlohmann::json reply = {{"ok", true}, {"uptime_s", uptime}, {"ports", ports}, {"workers", workers}};
+  nlohmann::json reply = {{"ok", true},       {"uptime_s", uptime},   {"ports", ports},
+                          {"workers", workers}, {"process", process_stats_json()}};
   if (switch_hub_) reply["switch"] = switch_hub_->stats();
   return reply;
 }

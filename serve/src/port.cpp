@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "uvhost/serve/backend_factory.h"
+#include "uvhost/serve/direction.h"
 #include "uvhost/vhost_user/backend_device.h"
 #include "uvhost/vhost_user/features.h"
 
@@ -39,23 +40,34 @@ bool is_stale_socket(const std::string& path) {
   return vhost_user::probe_unix_socket(path) == ECONNREFUSED;
 }
 
-// The TX side (guest -> us) is the odd vrings, the RX side the even ones.
+// The guest's transmit vrings (odd) carry what comes from it, its receive vrings
+// (even) what goes to it.
 PortTotals sum(const std::vector<datapath::QueueSnapshot>& queues) {
   PortTotals totals;
   for (const datapath::QueueSnapshot& q : queues) {
     if (q.is_tx) {
-      totals.tx_packets += q.packets;
-      totals.tx_bytes += q.bytes;
-      totals.tx_dropped += q.dropped;
+      totals.from_guest_packets += q.packets;
+      totals.from_guest_bytes += q.bytes;
+      totals.from_guest_dropped += q.dropped;
     } else {
-      totals.rx_packets += q.packets;
-      totals.rx_bytes += q.bytes;
-      totals.rx_dropped += q.dropped;
+      totals.to_guest_packets += q.packets;
+      totals.to_guest_bytes += q.bytes;
+      totals.to_guest_dropped += q.dropped;
     }
     totals.calls += q.calls;
     if (q.broken) ++totals.broken_queues;
   }
   return totals;
+}
+
+// "rx_packets=N rx_bytes=N rx_dropped=N tx_packets=N tx_bytes=N tx_dropped=N" (direction.h).
+std::string direction_counters(const PortTotals& t) {
+  return fmt::format("{}={} {}={} {}={} {}={} {}={} {}={}", direction_key(Direction::kRx, "packets"),
+                     t.from_guest_packets, direction_key(Direction::kRx, "bytes"), t.from_guest_bytes,
+                     direction_key(Direction::kRx, "dropped"), t.from_guest_dropped,
+                     direction_key(Direction::kTx, "packets"), t.to_guest_packets,
+                     direction_key(Direction::kTx, "bytes"), t.to_guest_bytes, direction_key(Direction::kTx, "dropped"),
+                     t.to_guest_dropped);
 }
 
 }  // namespace
@@ -258,20 +270,20 @@ void Port::serve(Connection connection) {
   negotiated_.store(0, std::memory_order_relaxed);
   guest_mtu_.store(0, std::memory_order_relaxed);
   const PortTotals after = totals();
-  spdlog::info(
-      "{}: connection {} ended ({}): tx_packets={} tx_bytes={} tx_dropped={} rx_packets={} rx_bytes={} rx_dropped={}",
-      spec_.name, number, reason, after.tx_packets - before.tx_packets, after.tx_bytes - before.tx_bytes,
-      after.tx_dropped - before.tx_dropped, after.rx_packets - before.rx_packets, after.rx_bytes - before.rx_bytes,
-      after.rx_dropped - before.rx_dropped);
+  PortTotals delta;
+  delta.from_guest_packets = after.from_guest_packets - before.from_guest_packets;
+  delta.from_guest_bytes = after.from_guest_bytes - before.from_guest_bytes;
+  delta.from_guest_dropped = after.from_guest_dropped - before.from_guest_dropped;
+  delta.to_guest_packets = after.to_guest_packets - before.to_guest_packets;
+  delta.to_guest_bytes = after.to_guest_bytes - before.to_guest_bytes;
+  delta.to_guest_dropped = after.to_guest_dropped - before.to_guest_dropped;
+  spdlog::info("{}: connection {} ended ({}): {}", spec_.name, number, reason, direction_counters(delta));
 }
 
 void Port::log_stats(const char* when) const {
   const PortTotals t = totals();
-  spdlog::info(
-      "{}: {}: connections={} tx_packets={} tx_bytes={} tx_dropped={} rx_packets={} rx_bytes={} rx_dropped={} "
-      "calls={}",
-      spec_.name, when, t.connections, t.tx_packets, t.tx_bytes, t.tx_dropped, t.rx_packets, t.rx_bytes,
-      t.rx_dropped, t.calls);
+  spdlog::info("{}: {}: connections={} {} calls={}", spec_.name, when, t.connections, direction_counters(t),
+               t.calls);
 }
 
 }  // namespace uvhost::serve

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config_value.h"
+#include "uvhost/serve/metrics_http.h"
 
 namespace uvhost::serve {
 
@@ -28,6 +29,9 @@ constexpr DaemonKey kDaemonKeys[] = {
      "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)"},
     {"switch_tap", "IFNAME",
      "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink; empty: "
+     "none"},
+    {"metrics", "ADDR:PORT",
+     "Serve Prometheus metrics over HTTP at ADDR:PORT (GET /metrics; e.g. 127.0.0.1:9477, [::1]:9477); empty: "
      "none"},
     {"stats_interval", "SECONDS", "Log each port's counters every SECONDS (0: off, the default)"},
     {"summary_json", "FILE", "On exit, also write each port's counters here as JSON; empty: no file"},
@@ -175,6 +179,11 @@ bool apply_daemon_key(std::string_view key, std::string_view value, ServeConfig&
     daemon.switch_tap = std::string(value);
     return true;
   }
+  if (key == "metrics") {
+    if (!value.empty() && !parse_metrics_address(value, error)) return false;
+    daemon.metrics_address = std::string(value);
+    return true;
+  }
   if (key == "stats_interval") return set_stats_interval(value, config, error);
   if (key == "summary_json") {
     config.summary_json = std::string(value);
@@ -251,6 +260,7 @@ nlohmann::json to_json(const ServeConfig& config) {
       {"pool_workers", daemon.pool_workers},
       {"enqueue", sync::to_string(daemon.enqueue)},
       {"switch_tap", daemon.switch_tap},
+      {"metrics", daemon.metrics_address},
       {"stats_interval", static_cast<double>(daemon.stats_interval.count()) / 1000.0},
       {"summary_json", config.summary_json},
       {"log_level", config.log_level},

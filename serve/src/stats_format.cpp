@@ -115,6 +115,7 @@ std::string state_cell(const json& queue) {
 // (a newer daemon) follow as name=count.
 constexpr std::pair<std::string_view, std::string_view> kExitNames[] = {
     {"work", "w"}, {"own_kick", "k"}, {"other_queue", "o"}, {"any_work", "a"}, {"timeout", "t"}};
+constexpr std::string_view kDirectionLegend = "dir: rx = from the guest, tx = to the guest (as DPDK and OVS)";
 constexpr std::string_view kExitLegend =
     "poll exits: w=work k=own kick o=other queue a=any work t=timeout";
 
@@ -199,12 +200,16 @@ std::string uptime_line(const json& stats) {
 }  // namespace
 
 std::string format_ports_table(const json& list) {
-  Table table({{"port"}, {"socket"}, {"mode"}, {"backend"}, {"pairs", true}, {"workers"}, {"connected"}});
+  Table table({{"port"}, {"socket"}, {"mode"}, {"backend"}, {"pairs", true}, {"workers"}, {"connected"},
+               {"mtu", true}});
   for (const auto& port : array_member(list, "ports")) {
     const auto client = flag(port, "client");
+    const json* features = member(port, "features");
+    const uint64_t mtu = features != nullptr ? counter(*features, "guest_mtu").value_or(0) : 0;  // 0: none set
     table.add({or_missing(text(port, "name")), or_missing(text(port, "socket")),
                client ? (*client ? "client" : "server") : kMissing, or_missing(text(port, "backend")),
-               count_cell(port, "queue_pairs"), or_missing(text(port, "workers")), yes_no(port, "connected")});
+               count_cell(port, "queue_pairs"), or_missing(text(port, "workers")), yes_no(port, "connected"),
+               mtu > 0 ? std::to_string(mtu) : kMissing});
   }
   // What each connected frontend negotiated, by name, under the table (too long for a column).
   std::string negotiated;
@@ -245,7 +250,8 @@ std::string format_stats_table(const json& stats) {
                  count_cell(worker, "items_run"), count_cell(worker, "wakeups"), count_cell(worker, "parks"),
                  or_missing(text(worker, "enqueue")), names.empty() ? kMissing : fmt::format("{}", fmt::join(names, ","))});
   }
-  return uptime_line(stats) + ports_section(stats) + "\n" + queues.str() + std::string(kExitLegend) + "\n\n" +
+  return uptime_line(stats) + ports_section(stats) + "\n" + queues.str() + std::string(kDirectionLegend) + "\n" +
+         std::string(kExitLegend) + "\n\n" +
          workers.str();
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -109,8 +110,10 @@ Labels port_labels(const json& port) {
   return labels;
 }
 
+// port, pair (queue pair), queue (vring index), direction (rx: from the guest).
 Labels queue_labels(const json& port, const json& queue) {
   Labels labels = port_labels(port);
+  if (const auto pair = counter(queue, "pair")) labels.emplace_back("pair", std::to_string(*pair));
   if (const auto index = counter(queue, "index")) labels.emplace_back("queue", std::to_string(*index));
   if (const auto direction = text(queue, "direction")) labels.emplace_back("direction", *direction);
   return labels;
@@ -121,36 +124,108 @@ Labels with(Labels labels, std::string name, std::optional<std::string> value) {
   return labels;
 }
 
-// backend_stats is whatever the backend reports: every numeric (or boolean) leaf
-// becomes one sample, its path (keys joined with '.') a label.
-void backend_samples(Family& family, const Labels& labels, const json& value, const std::string& path) {
-  if (value.is_object()) {
-    for (const auto& [key, child] : value.items())
-      backend_samples(family, labels, child, path.empty() ? key : path + "." + key);
-  } else if (value.is_number_unsigned()) {
-    family.add(with(labels, "stat", path), std::optional<uint64_t>(value.get<uint64_t>()));
-  } else if (value.is_number()) {
-    family.add(with(labels, "stat", path), std::optional<double>(value.get<double>()));
-  } else if (value.is_boolean()) {
-    family.add(with(labels, "stat", path), std::optional<bool>(value.get<bool>()));
+// backend_stats is whatever the backend reports (backends/port_backend.h): nested
+// objects of numbers, booleans and strings. Each numeric or boolean leaf is one sample
+// labelled stat="path.to.leaf", in the family its kind belongs to, so that no family
+// mixes units or counters with gauges. Strings (names) are not samples.
+struct BackendFamilies {
+  Family bytes{"uvhost_port_backend_bytes_total", "counter",
+               "Bytes the port's backend counted, named by stat (e.g. tx.bytes, generated_bytes)."};
+  Family events{"uvhost_port_backend_events_total", "counter",
+                "Events the port's backend counted (frames, drops, errors), named by stat."};
+  Family sizes{"uvhost_port_backend_size_bytes", "gauge", "A size the port's backend reports (mtu, frame_size)."};
+  Family levels{"uvhost_port_backend_level", "gauge",
+                "A level or setting the port's backend reports (queues, ifindex, rate_pps, flags), named by stat."};
+  Family states{"uvhost_port_backend_state", "gauge", "A yes (1) / no (0) state of the port's backend, named by stat."};
+
+  void append_to(std::string& out) const {
+    for (const Family* family : {&bytes, &events, &sizes, &levels, &states}) family->append_to(out);
   }
+};
+
+// Leaves that are not counters, by their own key (whatever object they are in): the
+// gauges today's backends report (backends/*_backend.cpp stats()). Any other unsigned
+// leaf is taken for a counter, so a backend adding a gauge adds its key here.
+constexpr std::string_view kSizeKeys[] = {"mtu", "frame_size"};
+constexpr std::string_view kLevelKeys[] = {"ifindex", "id", "queues", "capacity", "entries", "rate_pps",
+                                           "offload_flags"};
+
+template <size_t N>
+bool listed(std::string_view key, const std::string_view (&keys)[N]) {
+  for (const std::string_view candidate : keys)
+    if (key == candidate) return true;
+  return false;
+}
+
+void backend_samples(BackendFamilies& families, const Labels& labels, const json& value, const std::string& key,
+                     const std::string& path) {
+  if (value.is_object()) {
+    for (const auto& item : value.items())
+      backend_samples(families, labels, item.value(), item.key(), path.empty() ? item.key() : path + "." + item.key());
+    return;
+  }
+  const Labels stat = with(labels, "stat", path);
+  if (value.is_boolean()) {
+    families.states.add(stat, std::optional<bool>(value.get<bool>()));
+  } else if (!value.is_number()) {
+    return;  // a string, null or array: not a sample
+  } else if (listed(key, kSizeKeys)) {
+    families.sizes.add(stat, std::optional<double>(value.get<double>()));
+  } else if (listed(key, kLevelKeys) || !value.is_number_unsigned()) {
+    families.levels.add(stat, std::optional<double>(value.get<double>()));  // a fraction or a sign: not a counter
+  } else if (key == "bytes" || key.ends_with("_bytes")) {
+    families.bytes.add(stat, std::optional<uint64_t>(value.get<uint64_t>()));
+  } else {
+    families.events.add(stat, std::optional<uint64_t>(value.get<uint64_t>()));
+  }
+}
+
+void process_families(const json& stats, std::string& out) {
+  const json* process = member(stats, "process");
+  if (process == nullptr) return;
+  Family cpu("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+  Family resident("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  Family virtual_memory("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+  Family open_fds("process_open_fds", "gauge", "Number of open file descriptors.");
+  Family max_fds("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+  Family start("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+  cpu.add({}, number(*process, "cpu_seconds"));
+  resident.add({}, counter(*process, "resident_bytes"));
+  virtual_memory.add({}, counter(*process, "virtual_bytes"));
+  open_fds.add({}, counter(*process, "open_fds"));
+  max_fds.add({}, counter(*process, "max_fds"));
+  start.add({}, number(*process, "start_time_seconds"));
+  for (const Family* family : {&cpu, &resident, &virtual_memory, &open_fds, &max_fds, &start}) family->append_to(out);
 }
 
 void port_families(const json& stats, std::string& out) {
   Family info("uvhost_port_info", "gauge", "Always 1; the port's backend and guest-memory guard in labels.");
   Family connected("uvhost_port_connected", "gauge", "1 while a frontend is connected.");
   Family connections("uvhost_port_connections_total", "counter", "Frontends served.");
+  Family rejected("uvhost_port_rejected_total", "counter", "Frontends turned away while another was served.");
   Family errors("uvhost_port_protocol_errors_total", "counter", "Connections ended for a protocol error.");
-  Family backend("uvhost_port_backend_stat", "untyped", "A value the port's backend reports, named by stat.");
+  Family features("uvhost_port_negotiated_feature_info", "gauge",
+                  "Always 1; one sample per virtio feature the connected frontend negotiated, by name.");
+  Family mtu("uvhost_port_guest_mtu_bytes", "gauge", "The MTU the guest set (VHOST_USER_NET_SET_MTU); absent if none.");
+  BackendFamilies backend;
   for (const auto& port : array_member(stats, "ports")) {
     const Labels labels = port_labels(port);
     info.add(with(with(labels, "backend", text(port, "backend")), "memory", text(port, "memory")), std::string("1"));
     connected.add(labels, flag(port, "connected"));
     connections.add(labels, counter(port, "connections"));
+    rejected.add(labels, counter(port, "rejected"));
     errors.add(labels, counter(port, "protocol_errors"));
-    if (const json* values = member(port, "backend_stats")) backend_samples(backend, labels, *values, "");
+    if (const json* negotiated = member(port, "features")) {
+      for (const auto& name : array_member(*negotiated, "negotiated"))
+        if (name.is_string()) features.add(with(labels, "feature", name.get<std::string>()), std::string("1"));
+      if (const auto guest_mtu = counter(*negotiated, "guest_mtu"); guest_mtu && *guest_mtu > 0)
+        mtu.add(labels, guest_mtu);
+    }
+    if (const json* values = member(port, "backend_stats")) backend_samples(backend, labels, *values, "", "");
   }
-  for (const Family* family : {&info, &connected, &connections, &errors, &backend}) family->append_to(out);
+  for (const Family* family : {&info, &connected, &connections, &rejected, &errors, &features, &mtu})
+    family->append_to(out);
+  backend.append_to(out);
 }
 
 void queue_families(const json& stats, std::string& out) {
@@ -169,9 +244,18 @@ void queue_families(const json& stats, std::string& out) {
        {"uvhost_queue_calls_suppressed_total", "counter", "Calls not sent because the guest did not want them."}},
       {"polls", {"uvhost_queue_polls_total", "counter", "Busy-poll sessions."}},
       {"weight_yields", {"uvhost_queue_weight_yields_total", "counter", "Bursts cut short by the work weight."}},
+      {"handler_runs", {"uvhost_queue_handler_runs_total", "counter", "Times the queue's handler ran."}},
+      {"buffer_waits",
+       {"uvhost_queue_buffer_waits_total", "counter", "Waits for the guest to post receive buffers (tx queues)."}},
+      {"inject_dropped",
+       {"uvhost_queue_inject_dropped_total", "counter",
+        "Frames for the guest refused: its ring full or the queue not running (tx queues)."}},
+      {"inject_stopped",
+       {"uvhost_queue_inject_stopped_total", "counter",
+        "The part of inject_dropped refused because the queue was not running (tx queues)."}},
   };
   Family info("uvhost_queue_info", "gauge", "Always 1; the queue's worker and poll settings in labels.");
-  Family busy_us("uvhost_queue_busy_poll_microseconds", "gauge", "Busy-poll budget per session.");
+  Family busy("uvhost_queue_busy_poll_seconds", "gauge", "Busy-poll budget per session.");
   Family started("uvhost_queue_started", "gauge", "1 while the ring is started.");
   Family enabled("uvhost_queue_enabled", "gauge", "1 while the ring is enabled.");
   Family broken("uvhost_queue_broken", "gauge", "1 when the ring was stopped for a guest error.");
@@ -180,7 +264,7 @@ void queue_families(const json& stats, std::string& out) {
   for (const auto& port : array_member(stats, "ports")) {
     for (const auto& queue : array_member(port, "queues")) {
       const Labels labels = queue_labels(port, queue);
-      for (auto& [field, family] : counters) family.add(labels, counter(queue, field));
+      for (auto& entry : counters) entry.family.add(labels, counter(queue, entry.field));
       const json* poll = member(queue, "poll");
       const json no_poll = json::object();
       const json& settings = poll != nullptr ? *poll : no_poll;
@@ -188,7 +272,7 @@ void queue_families(const json& stats, std::string& out) {
       info_labels = with(std::move(info_labels), "poll_mode", text(settings, "mode"));
       info_labels = with(std::move(info_labels), "poll_exit", text(settings, "exit"));
       info.add(info_labels, std::string("1"));
-      busy_us.add(labels, counter(settings, "busy_us"));
+      busy.add(labels, scaled(counter(settings, "busy_us"), 1e6));
       started.add(labels, flag(queue, "started"));
       enabled.add(labels, flag(queue, "enabled"));
       broken.add(labels, flag(queue, "broken"));
@@ -199,8 +283,8 @@ void queue_families(const json& stats, std::string& out) {
     }
   }
   info.append_to(out);
-  for (const auto& [field, family] : counters) family.append_to(out);
-  for (const Family* family : {&busy_us, &started, &enabled, &broken, &poll_seconds, &exits}) family->append_to(out);
+  for (const auto& entry : counters) entry.family.append_to(out);
+  for (const Family* family : {&busy, &started, &enabled, &broken, &poll_seconds, &exits}) family->append_to(out);
 }
 
 void worker_families(const json& stats, std::string& out) {
@@ -209,6 +293,8 @@ void worker_families(const json& stats, std::string& out) {
   Family items("uvhost_worker_items_run_total", "counter", "Work items the worker ran.");
   Family wakeups("uvhost_worker_wakeups_total", "counter", "Times the worker was woken from parking.");
   Family parks("uvhost_worker_parks_total", "counter", "Times the worker parked (slept) for lack of work.");
+  Family epoll_waits("uvhost_worker_epoll_waits_total", "counter", "Sleeps in epoll_wait.");
+  Family fd_events("uvhost_worker_fd_events_total", "counter", "Ready file descriptors the worker dispatched.");
   for (const auto& worker : array_member(stats, "workers")) {
     Labels labels;
     if (const auto name = text(worker, "name")) labels.emplace_back("worker", *name);
@@ -217,8 +303,10 @@ void worker_families(const json& stats, std::string& out) {
     items.add(labels, counter(worker, "items_run"));
     wakeups.add(labels, counter(worker, "wakeups"));
     parks.add(labels, counter(worker, "parks"));
+    epoll_waits.add(labels, counter(worker, "epoll_waits"));
+    fd_events.add(labels, counter(worker, "fd_events"));
   }
-  for (const Family* family : {&info, &cpu, &items, &wakeups, &parks}) family->append_to(out);
+  for (const Family* family : {&info, &cpu, &items, &wakeups, &parks, &epoll_waits, &fd_events}) family->append_to(out);
 }
 
 }  // namespace
@@ -228,6 +316,7 @@ std::string format_prometheus(const json& stats) {
   Family uptime("uvhost_uptime_seconds", "gauge", "Seconds since the daemon started.");
   uptime.add({}, number(stats, "uptime_s"));
   uptime.append_to(out);
+  process_families(stats, out);
   port_families(stats, out);
   queue_families(stats, out);
   worker_families(stats, out);

@@ -95,10 +95,10 @@ TEST(DaemonTest, ServerSinkCountsEveryFrameAndByte) {
   const PortTotals& t = reports[0].totals;
   EXPECT_EQ(reports[0].spec.name, "sink");
   EXPECT_EQ(t.connections, 1u);
-  EXPECT_EQ(t.tx_packets, frames.size());
-  EXPECT_EQ(t.tx_bytes, total_bytes(frames));
-  EXPECT_EQ(t.rx_packets, 0u);
-  EXPECT_EQ(t.rx_bytes, 0u);
+  EXPECT_EQ(t.from_guest_packets, frames.size());
+  EXPECT_EQ(t.from_guest_bytes, total_bytes(frames));
+  EXPECT_EQ(t.to_guest_packets, 0u);
+  EXPECT_EQ(t.to_guest_bytes, 0u);
   EXPECT_EQ(t.rejected, 0u);
   EXPECT_EQ(t.protocol_errors, 0u);
   EXPECT_EQ(t.broken_queues, 0u);
@@ -109,8 +109,8 @@ TEST(DaemonTest, ServerSinkCountsEveryFrameAndByte) {
   EXPECT_EQ(json["ports"][0]["socket"], path);
   EXPECT_EQ(json["ports"][0]["backend"], "sink");
   EXPECT_EQ(json["ports"][0]["client"], false);
-  EXPECT_EQ(json["ports"][0]["tx_packets"], frames.size());
-  EXPECT_EQ(json["ports"][0]["tx_bytes"], total_bytes(frames));
+  EXPECT_EQ(json["ports"][0]["rx_packets"], frames.size());
+  EXPECT_EQ(json["ports"][0]["rx_bytes"], total_bytes(frames));
   EXPECT_EQ(json["ports"][0]["connections"], 1u);
 }
 
@@ -172,11 +172,11 @@ TEST(DaemonTest, LoopbackReflectsOnEachQueuePair) {
   ASSERT_EQ(reports.size(), 1u);
   const PortTotals& t = reports[0].totals;
   EXPECT_EQ(t.connections, 1u);
-  EXPECT_EQ(t.tx_packets, on_one.size() + on_zero.size());
-  EXPECT_EQ(t.tx_bytes, total_bytes(on_one) + total_bytes(on_zero));
-  EXPECT_EQ(t.rx_packets, on_one.size() + on_zero.size());
-  EXPECT_EQ(t.rx_bytes, total_bytes(on_one) + total_bytes(on_zero));
-  EXPECT_EQ(t.rx_dropped, 0u);
+  EXPECT_EQ(t.from_guest_packets, on_one.size() + on_zero.size());
+  EXPECT_EQ(t.from_guest_bytes, total_bytes(on_one) + total_bytes(on_zero));
+  EXPECT_EQ(t.to_guest_packets, on_one.size() + on_zero.size());
+  EXPECT_EQ(t.to_guest_bytes, total_bytes(on_one) + total_bytes(on_zero));
+  EXPECT_EQ(t.to_guest_dropped, 0u);
   EXPECT_GT(t.calls, 0u);
   EXPECT_EQ(t.protocol_errors, 0u);
 }
@@ -213,9 +213,9 @@ TEST(DaemonTest, ClientPortFindsItsFrontendAndFindsItAgain) {
   const PortTotals& t = reports[0].totals;
   EXPECT_TRUE(reports[0].spec.client);
   EXPECT_EQ(t.connections, 2u);
-  EXPECT_EQ(t.tx_packets, frames_one.size() + frames_two.size());
-  EXPECT_EQ(t.tx_bytes, total_bytes(frames_one) + total_bytes(frames_two));
-  EXPECT_EQ(t.rx_packets, frames_one.size() + frames_two.size());
+  EXPECT_EQ(t.from_guest_packets, frames_one.size() + frames_two.size());
+  EXPECT_EQ(t.from_guest_bytes, total_bytes(frames_one) + total_bytes(frames_two));
+  EXPECT_EQ(t.to_guest_packets, frames_one.size() + frames_two.size());
   EXPECT_EQ(t.protocol_errors, 0u);
 }
 
@@ -304,14 +304,14 @@ TEST(DaemonTest, AHostilePeerOnOnePortLeavesTheOthersAlone) {
   EXPECT_EQ(a.connections, 4u);
   EXPECT_EQ(a.protocol_errors, 3u);
   EXPECT_EQ(a.rejected, 0u);
-  EXPECT_EQ(a.tx_packets, frames_a.size());
-  EXPECT_EQ(a.tx_bytes, total_bytes(frames_a));
+  EXPECT_EQ(a.from_guest_packets, frames_a.size());
+  EXPECT_EQ(a.from_guest_bytes, total_bytes(frames_a));
   EXPECT_EQ(b.connections, 1u);
   EXPECT_EQ(b.protocol_errors, 0u);
   EXPECT_EQ(b.rejected, 0u);
-  EXPECT_EQ(b.tx_packets, sent_b);
-  EXPECT_EQ(b.rx_packets, sent_b);
-  EXPECT_EQ(b.rx_dropped, 0u);
+  EXPECT_EQ(b.from_guest_packets, sent_b);
+  EXPECT_EQ(b.to_guest_packets, sent_b);
+  EXPECT_EQ(b.to_guest_dropped, 0u);
 }
 
 TEST(DaemonTest, ASecondFrontendOnABusyPortIsTurnedAway) {
@@ -344,8 +344,8 @@ TEST(DaemonTest, ASecondFrontendOnABusyPortIsTurnedAway) {
   EXPECT_EQ(t.connections, 1u);
   EXPECT_EQ(t.rejected, 1u);
   EXPECT_EQ(t.protocol_errors, 0u);
-  EXPECT_EQ(t.tx_packets, before.size() + after.size());
-  EXPECT_EQ(t.tx_bytes, total_bytes(before) + total_bytes(after));
+  EXPECT_EQ(t.from_guest_packets, before.size() + after.size());
+  EXPECT_EQ(t.from_guest_bytes, total_bytes(before) + total_bytes(after));
 }
 
 // ------------------------------------------------------------------ features
@@ -431,9 +431,9 @@ TEST(DaemonTest, StopWithAFrontendAttachedClosesItsConnection) {
   const PortTotals& t = reports[0].totals;
   EXPECT_EQ(t.connections, 1u);
   EXPECT_EQ(t.protocol_errors, 0u);  // a stop is not the frontend's fault
-  EXPECT_GE(t.tx_packets, frames.size());
-  EXPECT_LE(t.tx_packets, frames.size() + 16);
-  EXPECT_GE(t.rx_packets, frames.size());
+  EXPECT_GE(t.from_guest_packets, frames.size());
+  EXPECT_LE(t.from_guest_packets, frames.size() + 16);
+  EXPECT_GE(t.to_guest_packets, frames.size());
 }
 
 TEST(DaemonTest, StopWhileAPeerStallsMidMessage) {

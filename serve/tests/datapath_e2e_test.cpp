@@ -74,8 +74,8 @@ TEST_P(PollModeTest, SinkTakesEveryFrameAndCountsAddUp) {
   ASSERT_TRUE(wait_tx_done(*frontend)) << frontend->error();
 
   const nlohmann::json s = stats(daemon);
-  const auto& tx = queue_of(s, 0, 1);
-  EXPECT_EQ(tx.at("direction"), "tx");
+  const auto& tx = queue_of(s, 0, 1);  // the guest's transmit vring: rx, from the guest
+  EXPECT_EQ(tx.at("direction"), "rx");
   EXPECT_EQ(tx.at("poll").at("mode"), std::string(datapath::to_string(GetParam())));
   EXPECT_EQ(tx.at("packets").get<uint64_t>(), frames.size());
   EXPECT_EQ(tx.at("bytes").get<uint64_t>(), total_bytes(frames));
@@ -92,8 +92,8 @@ TEST_P(PollModeTest, SinkTakesEveryFrameAndCountsAddUp) {
   }
   frontend.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
-  EXPECT_EQ(reports[0].totals.tx_dropped, 0u);
+  EXPECT_EQ(reports[0].totals.from_guest_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.from_guest_dropped, 0u);
 }
 
 TEST_P(PollModeTest, LoopbackEchoesEveryFrame) {
@@ -109,9 +109,9 @@ TEST_P(PollModeTest, LoopbackEchoesEveryFrame) {
   EXPECT_EQ(echo_all(*frontend, frames), frames.size()) << frontend->error();
   frontend.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
-  EXPECT_EQ(reports[0].totals.rx_packets, frames.size());
-  EXPECT_EQ(reports[0].totals.rx_dropped, 0u);
+  EXPECT_EQ(reports[0].totals.from_guest_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.to_guest_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.to_guest_dropped, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryMode, PollModeTest,
@@ -156,8 +156,8 @@ TEST(DatapathE2E, SwitchingPollModesUnderLoadLosesNothing) {
   sink.reset();
   loop.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
-  EXPECT_EQ(reports[1].totals.rx_packets, echo_frames.size());
+  EXPECT_EQ(reports[0].totals.from_guest_packets, frames.size());
+  EXPECT_EQ(reports[1].totals.to_guest_packets, echo_frames.size());
 }
 
 // Two guests on switch ports: a broadcast from B floods to A (and teaches the switch
@@ -211,9 +211,9 @@ TEST(DatapathE2E, TwoFrontendsTalkThroughTheSwitch) {
   b.reset();
   c.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[1].totals.rx_packets, 200u);  // b: the unicast frames
-  EXPECT_EQ(reports[2].totals.rx_packets, 1u);    // c: only the broadcast
-  EXPECT_EQ(reports[0].totals.rx_packets, 1u);    // a: only the broadcast
+  EXPECT_EQ(reports[1].totals.to_guest_packets, 200u);  // b: the unicast frames
+  EXPECT_EQ(reports[2].totals.to_guest_packets, 1u);    // c: only the broadcast
+  EXPECT_EQ(reports[0].totals.to_guest_packets, 1u);    // a: only the broadcast
 }
 
 // Each mapping puts the two pairs' vrings where it says, and traffic flows on both.
@@ -279,10 +279,10 @@ TEST(DatapathE2E, AGuestThatStopsReadingCostsOnlyItsOwnDrops) {
   other.reset();
   const auto reports = stop_and_report(daemon);
   const PortTotals& loop = reports[0].totals;
-  EXPECT_EQ(loop.tx_packets, frames.size());
-  EXPECT_GT(loop.rx_dropped, 0u);
-  EXPECT_EQ(loop.rx_packets + loop.rx_dropped, frames.size());  // each frame delivered or dropped, once
-  EXPECT_EQ(reports[1].totals.tx_packets, other_frames.size());
+  EXPECT_EQ(loop.from_guest_packets, frames.size());
+  EXPECT_GT(loop.to_guest_dropped, 0u);
+  EXPECT_EQ(loop.to_guest_packets + loop.to_guest_dropped, frames.size());  // each frame delivered or dropped, once
+  EXPECT_EQ(reports[1].totals.from_guest_packets, other_frames.size());
 }
 
 // Frames switched to a port whose receive queue is not running yet (no frontend) are
@@ -301,7 +301,7 @@ TEST(DatapathE2E, RefusalsOfAQueueNotRunningAreCountedApartFromOverflow) {
   ASSERT_TRUE(send_all(*a, first) && wait_tx_done(*a)) << a->error();
   nlohmann::json s = stats(daemon);
   const nlohmann::json& b_rx_before = queue_of(s, 1, 0);
-  ASSERT_EQ(b_rx_before.at("direction"), "rx") << b_rx_before.dump();
+  ASSERT_EQ(b_rx_before.at("direction"), "tx") << b_rx_before.dump();  // to the guest
   EXPECT_EQ(b_rx_before.at("inject_stopped").get<uint64_t>(), 1u) << b_rx_before.dump();
   EXPECT_EQ(b_rx_before.at("inject_dropped").get<uint64_t>(), 1u) << b_rx_before.dump();
   EXPECT_EQ(b_rx_before.at("dropped").get<uint64_t>(), 1u) << b_rx_before.dump();
@@ -351,7 +351,7 @@ TEST(DatapathE2E, WeightsShareOneWorkerBetweenQueues) {
   EXPECT_GT(yields, 0u);
   frontend.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets, 2 * frames.size());
+  EXPECT_EQ(reports[0].totals.from_guest_packets, 2 * frames.size());
 }
 
 TEST(DatapathE2E, SourceFillsTheGuestsReceiveRing) {
@@ -369,7 +369,7 @@ TEST(DatapathE2E, SourceFillsTheGuestsReceiveRing) {
   for (const auto& frame : got) EXPECT_EQ(frame.size(), 128u);
   frontend.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_GE(reports[0].totals.rx_packets, 3000u);
+  EXPECT_GE(reports[0].totals.to_guest_packets, 3000u);
 }
 
 // A frontend that goes away in the middle of traffic (no GET_VRING_BASE, just gone),
@@ -400,7 +400,7 @@ TEST(DatapathE2E, AFrontendVanishingMidTrafficLeavesThePortWorking) {
   second.reset();
   const auto reports = stop_and_report(daemon);
   EXPECT_EQ(reports[0].totals.connections, 2u);
-  EXPECT_EQ(reports[0].totals.rx_packets + reports[0].totals.rx_dropped, reports[0].totals.tx_packets);
+  EXPECT_EQ(reports[0].totals.to_guest_packets + reports[0].totals.to_guest_dropped, reports[0].totals.from_guest_packets);
 }
 
 // A guest that kicks as fast as it can (both rings, nothing behind the kicks): its
@@ -449,8 +449,8 @@ TEST(DatapathE2E, AKickFloodIsCountedAndHarmsNoOne) {
   flooder.reset();
   calm.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets, after.size());
-  EXPECT_EQ(reports[1].totals.tx_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.from_guest_packets, after.size());
+  EXPECT_EQ(reports[1].totals.from_guest_packets, frames.size());
   EXPECT_EQ(reports[0].totals.protocol_errors + reports[1].totals.protocol_errors, 0u);
 }
 
@@ -500,7 +500,7 @@ TEST(DatapathE2E, ControlRequestsAreCheckedAndApplied) {
   ASSERT_TRUE(send_all(*frontend, frames) && wait_tx_done(*frontend)) << frontend->error();
   frontend.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.from_guest_packets, frames.size());
 }
 
 }  // namespace

@@ -24,11 +24,12 @@ json sample_stats() {
     "ports": [{
       "name": "p0", "backend": "loopback", "connected": true, "connections": 1, "protocol_errors": 0,
       "memory": "rcu", "backend_stats": {"frames": 7, "tap": {"up": true, "name": "tap0"}},
+      "features": {"offered": ["CSUM"], "negotiated": ["MRG_RXBUF", "VERSION_1"], "guest_mtu": 1500},
       "queues": [
-        {"index": 0, "direction": "rx", "pair": 0, "worker": "p0.w0", "started": true, "enabled": true,
+        {"index": 0, "direction": "tx", "pair": 0, "worker": "p0.w0", "started": true, "enabled": true,
          "broken": false, "poll": {"mode": "notify"}, "packets": 90, "bytes": 5760, "dropped": 10,
          "kicks": 0, "calls": 4, "calls_suppressed": 86, "polls": 0, "poll_ns": 0},
-        {"index": 1, "direction": "tx", "pair": 0, "worker": "p0.w0", "started": true, "enabled": true,
+        {"index": 1, "direction": "rx", "pair": 0, "worker": "p0.w0", "started": true, "enabled": true,
          "broken": false, "poll": {"mode": "busy", "busy_us": 50, "exit": "accurate"},
          "packets": 100, "bytes": 6400, "dropped": 0, "kicks": 3, "calls": 2, "calls_suppressed": 98,
          "polls": 5, "poll_ns": 260000,
@@ -36,6 +37,8 @@ json sample_stats() {
          "weight_yields": 0}
       ]
     }],
+    "process": {"cpu_seconds": 1.25, "resident_bytes": 4096000, "virtual_bytes": 8192000, "open_fds": 12,
+                "max_fds": 1024, "start_time_seconds": 1700000000.5},
     "workers": [{"name": "p0.w0", "cpu_ns": 123456789, "items_run": 1000, "wakeups": 10, "parks": 10,
                  "enqueue": "lockless", "queues": ["p0/0", "p0/1"]}]
   })");
@@ -79,7 +82,7 @@ TEST(StatsTable, OneRowPerQueueAndPerWorkerWithTheirValues) {
   // port queue dir state worker poll packets bytes dropped kicks calls suppressed polls poll-ms exits... yields
   const auto tx = row(table, {"p0", "1"});
   ASSERT_EQ(tx.size(), 20u);
-  EXPECT_EQ(tx[2], "tx");
+  EXPECT_EQ(tx[2], "rx");  // vring 1: from the guest
   EXPECT_EQ(tx[3], "running");
   EXPECT_EQ(tx[4], "p0.w0");
   EXPECT_EQ(tx[5], "busy/50us/accurate");
@@ -170,7 +173,7 @@ TEST(StatsDeltaTable, RatesAreDifferencesOverTheInterval) {
   SCOPED_TRACE(table);
   EXPECT_TRUE(has_line(table, "rates over 2.00 s"));
   // port queue dir state worker poll pps Mbit/s drops/s kicks/s calls/s polls/s poll%
-  EXPECT_EQ(row(table, {"p0", "1"}), (std::vector<std::string>{"p0", "1", "tx", "running", "p0.w0",
+  EXPECT_EQ(row(table, {"p0", "1"}), (std::vector<std::string>{"p0", "1", "rx", "running", "p0.w0",
                                                                "busy/50us/accurate", "1000", "10.00", "0", "10", "0",
                                                                "0", "25.0"}));
   EXPECT_EQ(row(table, {"p0", "0"})[6], "-");
@@ -194,22 +197,24 @@ TEST(PortsTable, OneRowPerPort) {
   const std::string table = format_ports_table(list);
   SCOPED_TRACE(table);
   EXPECT_EQ(words_of(lines_of(table)[0]),
-            (std::vector<std::string>{"port", "socket", "mode", "backend", "pairs", "workers", "connected"}));
+            (std::vector<std::string>{"port", "socket", "mode", "backend", "pairs", "workers", "connected", "mtu"}));
   EXPECT_EQ(row(table, {"p0"}),
-            (std::vector<std::string>{"p0", "/run/a.sock", "server", "loopback", "1", "device", "yes"}));
-  EXPECT_EQ(row(table, {"p1"}), (std::vector<std::string>{"p1", "/run/b.sock", "client", "-", "-", "-", "-"}));
+            (std::vector<std::string>{"p0", "/run/a.sock", "server", "loopback", "1", "device", "yes", "-"}));
+  EXPECT_EQ(row(table, {"p1"}), (std::vector<std::string>{"p1", "/run/b.sock", "client", "-", "-", "-", "-", "-"}));
 }
 
 TEST(PortsTable, NegotiatedFeaturesByNameUnderTheTable) {
   const json list = json::parse(R"({"ok": true, "ports": [
     {"name": "p0", "socket": "/a", "client": false, "backend": "tap", "queue_pairs": 1, "workers": "device",
-     "connected": true, "features": {"offered": ["CSUM", "GUEST_CSUM"], "negotiated": ["CSUM", "HOST_TSO4"]}},
+     "connected": true, "features": {"offered": ["CSUM", "GUEST_CSUM"], "negotiated": ["CSUM", "HOST_TSO4"], "guest_mtu": 1500}},
     {"name": "p1", "socket": "/b", "client": false, "backend": "sink", "queue_pairs": 1, "workers": "device",
      "connected": false, "features": {"offered": ["CSUM"], "negotiated": []}},
     {"name": "p2", "socket": "/c", "features": {"negotiated": [7, "odd"]}}]})");
   const std::string table = format_ports_table(list);
   SCOPED_TRACE(table);
   EXPECT_NE(table.find("negotiated by p0: CSUM HOST_TSO4\n"), std::string::npos);
+  EXPECT_EQ(row(table, {"p0"}).back(), "1500");  // the guest's MTU
+  EXPECT_EQ(row(table, {"p1"}).back(), "-");     // none set
   EXPECT_EQ(table.find("negotiated by p1"), std::string::npos);  // nothing negotiated: no line
   EXPECT_NE(table.find("negotiated by p2: odd\n"), std::string::npos);  // non-strings skipped
   EXPECT_EQ(row(table, {"p0"})[3], "tap");
@@ -220,26 +225,34 @@ TEST(PortsTable, NegotiatedFeaturesByNameUnderTheTable) {
 TEST(Prometheus, FamiliesWithHelpTypeAndLabelledSamples) {
   const std::string text = format_prometheus(sample_stats());
   SCOPED_TRACE(text);
+  const std::string rx = "port=\"p0\",pair=\"0\",queue=\"1\",direction=\"rx\"";  // from the guest: vring 1
+  const std::string tx = "port=\"p0\",pair=\"0\",queue=\"0\",direction=\"tx\"";  // to the guest: vring 0
   EXPECT_TRUE(has_line(text, "# HELP uvhost_queue_packets_total Packets the queue carried."));
   EXPECT_TRUE(has_line(text, "# TYPE uvhost_queue_packets_total counter"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_packets_total{port=\"p0\",queue=\"1\",direction=\"tx\"} 100"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_packets_total{port=\"p0\",queue=\"0\",direction=\"rx\"} 90"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_bytes_total{port=\"p0\",queue=\"1\",direction=\"tx\"} 6400"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_calls_suppressed_total{port=\"p0\",queue=\"1\",direction=\"tx\"} 98"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_poll_seconds_total{port=\"p0\",queue=\"1\",direction=\"tx\"} 0.00026"));
-  EXPECT_TRUE(
-      has_line(text, "uvhost_queue_poll_exits_total{port=\"p0\",queue=\"1\",direction=\"tx\",reason=\"timeout\"} 2"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_busy_poll_microseconds{port=\"p0\",queue=\"1\",direction=\"tx\"} 50"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_info{port=\"p0\",queue=\"1\",direction=\"tx\",worker=\"p0.w0\","
-                             "poll_mode=\"busy\",poll_exit=\"accurate\"} 1"));
-  EXPECT_TRUE(has_line(text, "uvhost_queue_broken{port=\"p0\",queue=\"1\",direction=\"tx\"} 0"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_packets_total{" + rx + "} 100"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_packets_total{" + tx + "} 90"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_bytes_total{" + rx + "} 6400"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_calls_suppressed_total{" + rx + "} 98"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_poll_seconds_total{" + rx + "} 0.00026"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_poll_exits_total{" + rx + ",reason=\"timeout\"} 2"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_busy_poll_seconds{" + rx + "} 5e-05"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_info{" + rx + ",worker=\"p0.w0\",poll_mode=\"busy\",poll_exit=\"accurate\"} 1"));
+  EXPECT_TRUE(has_line(text, "uvhost_queue_broken{" + rx + "} 0"));
   EXPECT_TRUE(has_line(text, "uvhost_worker_cpu_seconds_total{worker=\"p0.w0\"} 0.123456789"));
   EXPECT_TRUE(has_line(text, "uvhost_worker_items_run_total{worker=\"p0.w0\"} 1000"));
   EXPECT_TRUE(has_line(text, "uvhost_port_connected{port=\"p0\"} 1"));
   EXPECT_TRUE(has_line(text, "uvhost_port_info{port=\"p0\",backend=\"loopback\",memory=\"rcu\"} 1"));
-  EXPECT_TRUE(has_line(text, "uvhost_port_backend_stat{port=\"p0\",stat=\"tap.up\"} 1"));
-  EXPECT_TRUE(has_line(text, "uvhost_port_backend_stat{port=\"p0\",stat=\"frames\"} 7"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_negotiated_feature_info{port=\"p0\",feature=\"MRG_RXBUF\"} 1"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_negotiated_feature_info{port=\"p0\",feature=\"VERSION_1\"} 1"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_guest_mtu_bytes{port=\"p0\"} 1500"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_events_total{port=\"p0\",stat=\"frames\"} 7"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_state{port=\"p0\",stat=\"tap.up\"} 1"));
   EXPECT_TRUE(has_line(text, "uvhost_uptime_seconds 12.5"));
+  EXPECT_TRUE(has_line(text, "process_cpu_seconds_total 1.25"));
+  EXPECT_TRUE(has_line(text, "process_resident_memory_bytes 4096000"));
+  EXPECT_TRUE(has_line(text, "process_open_fds 12"));
+  EXPECT_TRUE(has_line(text, "process_max_fds 1024"));
+  EXPECT_TRUE(has_line(text, "process_start_time_seconds 1700000000.5"));
   EXPECT_EQ(text.find("tap0"), std::string::npos);  // a string is not a sample
 
   // Each family once, its samples right after its header; counters end in _total.
@@ -267,12 +280,60 @@ TEST(Prometheus, FamiliesWithHelpTypeAndLabelledSamples) {
   EXPECT_GE(families.size(), 20u);
 }
 
+// backend_stats leaves go to typed families by kind: bytes apart from other counters,
+// sizes, levels and yes/no states apart from both; strings are not samples.
+TEST(Prometheus, BackendStatsAreSplitIntoTypedFamilies) {
+  json stats = sample_stats();
+  stats["ports"][0]["backend_stats"] = json::parse(R"({"name": "tap0", "mtu": 1500, "queues": 2, "gone": false,
+      "tx": {"sent": 5, "bytes": 320, "full": 1}, "generated_bytes": 64, "rate_pps": 1000, "frame_size": 60,
+      "offload_invalid": {"bad_csum": 3}})");
+  const std::string text = format_prometheus(stats);
+  SCOPED_TRACE(text);
+  EXPECT_TRUE(has_line(text, "# TYPE uvhost_port_backend_bytes_total counter"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_bytes_total{port=\"p0\",stat=\"tx.bytes\"} 320"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_bytes_total{port=\"p0\",stat=\"generated_bytes\"} 64"));
+  EXPECT_TRUE(has_line(text, "# TYPE uvhost_port_backend_events_total counter"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_events_total{port=\"p0\",stat=\"tx.sent\"} 5"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_events_total{port=\"p0\",stat=\"tx.full\"} 1"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_events_total{port=\"p0\",stat=\"offload_invalid.bad_csum\"} 3"));
+  EXPECT_TRUE(has_line(text, "# TYPE uvhost_port_backend_size_bytes gauge"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_size_bytes{port=\"p0\",stat=\"mtu\"} 1500"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_size_bytes{port=\"p0\",stat=\"frame_size\"} 60"));
+  EXPECT_TRUE(has_line(text, "# TYPE uvhost_port_backend_level gauge"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_level{port=\"p0\",stat=\"queues\"} 2"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_level{port=\"p0\",stat=\"rate_pps\"} 1000"));
+  EXPECT_TRUE(has_line(text, "# TYPE uvhost_port_backend_state gauge"));
+  EXPECT_TRUE(has_line(text, "uvhost_port_backend_state{port=\"p0\",stat=\"gone\"} 0"));
+  EXPECT_EQ(text.find("tap0"), std::string::npos);
+  EXPECT_EQ(text.find("untyped"), std::string::npos);
+  EXPECT_EQ(text.find("uvhost_port_backend_stat{"), std::string::npos);
+}
+
+// Every family is typed; names follow the units rule (no micro/milli units; sizes in
+// bytes, times in seconds) and counters end in _total while nothing else does.
+TEST(Prometheus, NamesFollowTheConventions) {
+  const std::string text = format_prometheus(sample_stats());
+  std::string family;
+  for (const auto& line : lines_of(text)) {
+    const auto words = words_of(line);
+    if (words.size() >= 4 && words[0] == "#" && words[1] == "TYPE") {
+      family = words[2];
+      const std::string& type = words[3];
+      EXPECT_TRUE(type == "counter" || type == "gauge") << line;
+      EXPECT_EQ(type == "counter", family.ends_with("_total")) << line;
+      for (const char* unit : {"micro", "milli", "nano", "_ms", "_us", "_ns", "kilo", "mega"})
+        EXPECT_EQ(family.find(unit), std::string::npos) << line;
+    }
+  }
+  EXPECT_FALSE(family.empty());
+}
+
 TEST(Prometheus, LabelValuesAreEscaped) {
   json stats = sample_stats();
   stats["ports"][0]["name"] = "a\"b\\c\nd";
   const std::string text = format_prometheus(stats);
   EXPECT_TRUE(has_line(text, "uvhost_port_connected{port=\"a\\\"b\\\\c\\nd\"} 1")) << text;
-  EXPECT_TRUE(has_line(text, "uvhost_queue_kicks_total{port=\"a\\\"b\\\\c\\nd\",queue=\"1\",direction=\"tx\"} 3"))
+  EXPECT_TRUE(has_line(text, "uvhost_queue_kicks_total{port=\"a\\\"b\\\\c\\nd\",pair=\"0\",queue=\"1\",direction=\"rx\"} 3"))
       << text;
 }
 
@@ -286,9 +347,9 @@ TEST(Prometheus, MissingFieldsAreLeftOutNotZero) {
   stats.erase("workers");
   const std::string text = format_prometheus(stats);
   SCOPED_TRACE(text);
-  EXPECT_EQ(text.find("uvhost_queue_kicks_total{port=\"p0\",queue=\"1\""), std::string::npos);
-  EXPECT_EQ(text.find("uvhost_queue_packets_total{port=\"p0\",queue=\"1\""), std::string::npos);
-  EXPECT_TRUE(has_line(text, "uvhost_queue_bytes_total{port=\"p0\",queue=\"1\"} 6400"));  // no direction label
+  EXPECT_EQ(text.find("uvhost_queue_kicks_total{port=\"p0\",pair=\"0\",queue=\"1\""), std::string::npos);
+  EXPECT_EQ(text.find("uvhost_queue_packets_total{port=\"p0\",pair=\"0\",queue=\"1\""), std::string::npos);
+  EXPECT_TRUE(has_line(text, "uvhost_queue_bytes_total{port=\"p0\",pair=\"0\",queue=\"1\"} 6400"));  // no direction label
   EXPECT_EQ(text.find("uvhost_uptime_seconds"), std::string::npos);
   EXPECT_EQ(text.find("uvhost_worker_"), std::string::npos);  // no empty family headers
 }

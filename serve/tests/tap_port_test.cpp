@@ -130,9 +130,9 @@ TEST_F(TapPortTest, FramesCrossTheTapBothWaysAndADeletedTapIsCounted) {
   EXPECT_TRUE(backend.at("gone").get<bool>()) << backend.dump();
   frontend.reset();
   const auto reports = stop_and_report(daemon);
-  EXPECT_EQ(reports[0].totals.tx_packets + reports[0].totals.tx_dropped, frames.size() + more.size());
-  EXPECT_GE(reports[0].totals.tx_dropped, 1u);
-  EXPECT_GE(reports[0].totals.rx_packets, inbound.size());  // ours, and maybe the kernel's
+  EXPECT_EQ(reports[0].totals.from_guest_packets + reports[0].totals.from_guest_dropped, frames.size() + more.size());
+  EXPECT_GE(reports[0].totals.from_guest_dropped, 1u);
+  EXPECT_GE(reports[0].totals.to_guest_packets, inbound.size());  // ours, and maybe the kernel's
 }
 
 }  // namespace

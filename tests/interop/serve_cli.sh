@@ -130,14 +130,14 @@ expect_json() {
   got=$(json_field "$1" "$2")
   [[ $got == "$3" ]] || fail "summary: $1.$2 = '$got', want $3"
 }
-expect_json sink tx_packets $((packets + 1000))
+expect_json sink rx_packets $((packets + 1000))  # rx: from the guest, tx: to it (as DPDK and OVS)
 expect_json sink connections 2
 expect_json sink rejected 1
-expect_json loop tx_packets "$packets"
 expect_json loop rx_packets "$packets"
-expect_json loop rx_bytes $((packets * 1000))
-expect_json cl tx_packets "$packets"
+expect_json loop tx_packets "$packets"
+expect_json loop tx_bytes $((packets * 1000))
 expect_json cl rx_packets "$packets"
+expect_json cl tx_packets "$packets"
 expect_json cl protocol_errors 0
 
 # ---- 4. a daemon killed with SIGKILL leaves its socket file; the next one replaces it

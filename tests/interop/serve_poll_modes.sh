@@ -57,12 +57,12 @@ case_sink() {
   local tp=$TP_LINE end=$END_LINE
   ilib_serve_stop "$tag"
   local sent got poll
-  sent=$(field "$tp" tx_packets); got=$(field "$end" tx_packets)
+  sent=$(field "$tp" tx_packets); got=$(field "$end" rx_packets)
   poll=$(ilib_summary "$tag" p0 poll)
-  echo "[$mode] sink: testpmd sent=$sent ($(mpps "$(field "$tp" tx_pps)") Mpps); uvhost received=$got dropped=$(field "$end" tx_dropped) (port poll: $poll)"
+  echo "[$mode] sink: testpmd sent=$sent ($(mpps "$(field "$tp" tx_pps)") Mpps); uvhost received=$got dropped=$(field "$end" rx_dropped) (port poll: $poll)"
   ((sent > 0)) || fail "[$mode] sink: testpmd sent nothing"
   [[ $sent == "$got" ]] || fail "[$mode] sink: testpmd sent $sent, uvhost received $got (difference $((sent - got)))"
-  [[ $(ilib_summary "$tag" p0 tx_packets) == "$got" ]] || fail "[$mode] sink: summary JSON tx_packets $(ilib_summary "$tag" p0 tx_packets) != the connection's $got"
+  [[ $(ilib_summary "$tag" p0 rx_packets) == "$got" ]] || fail "[$mode] sink: summary JSON rx_packets $(ilib_summary "$tag" p0 rx_packets) != the connection's $got"
 }
 
 case_loopback() {
@@ -72,14 +72,14 @@ case_loopback() {
   ilib_connection_end "$tag" p0 1 || { ilib_serve_stop "$tag"; return 0; }
   local tp=$TP_LINE end=$END_LINE
   ilib_serve_stop "$tag"
-  local tp_tx tp_rx sv_tx sv_rx sv_drop
+  local tp_tx tp_rx sv_from sv_to sv_drop
   tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
-  sv_tx=$(field "$end" tx_packets); sv_rx=$(field "$end" rx_packets); sv_drop=$(field "$end" rx_dropped)
-  echo "[$mode] loopback: testpmd tx=$tp_tx rx=$tp_rx ($(mpps "$(field "$tp" rx_pps)") Mpps); uvhost from guest=$sv_tx to guest=$sv_rx dropped=$sv_drop"
+  sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
+  echo "[$mode] loopback: testpmd tx=$tp_tx rx=$tp_rx ($(mpps "$(field "$tp" rx_pps)") Mpps); uvhost from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
   ((tp_tx > 0 && tp_rx > 0)) || fail "[$mode] loopback: a direction carried nothing (testpmd tx=$tp_tx rx=$tp_rx)"
-  ((sv_tx == sv_rx + sv_drop)) || fail "[$mode] loopback: uvhost got $sv_tx from the guest but delivered $sv_rx + dropped $sv_drop = $((sv_rx + sv_drop))"
-  agree "$tp_tx" "$sv_tx" || fail "[$mode] loopback: guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_tx"
-  agree "$sv_rx" "$tp_rx" || fail "[$mode] loopback: uvhost->guest: uvhost delivered $sv_rx, testpmd received $tp_rx"
+  ((sv_from == sv_to + sv_drop)) || fail "[$mode] loopback: uvhost got $sv_from from the guest but delivered $sv_to + dropped $sv_drop = $((sv_to + sv_drop))"
+  agree "$tp_tx" "$sv_from" || fail "[$mode] loopback: guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_from"
+  agree "$sv_to" "$tp_rx" || fail "[$mode] loopback: uvhost->guest: uvhost delivered $sv_to, testpmd received $tp_rx"
 }
 
 # Microseconds since the epoch, without a fork (bash 5's EPOCHREALTIME).
@@ -87,7 +87,7 @@ us_now() { local t=${EPOCHREALTIME/[.,]/}; echo "$((10#$t))"; }
 
 # The guest-TX queue's poll mode as `ctl stats --json` reports it.
 tx_queue_mode() {
-  ilib_ctl "$1" stats --json | jq -r '.ports[] | select(.name == "p0") | .queues[] | select(.direction == "tx") | .poll.mode' | head -n 1
+  ilib_ctl "$1" stats --json | jq -r '.ports[] | select(.name == "p0") | .queues[] | select(.direction == "rx") | .poll.mode' | head -n 1
 }
 
 case_switch() {
@@ -127,8 +127,8 @@ case_switch() {
   local tp=$TP_LINE end=$END_LINE
   ilib_serve_stop "$tag"
   local sent got
-  sent=$(field "$tp" tx_packets); got=$(field "$end" tx_packets)
-  echo "switch: testpmd sent=$sent ($(mpps "$(field "$tp" tx_pps)") Mpps); uvhost received=$got dropped=$(field "$end" tx_dropped)"
+  sent=$(field "$tp" tx_packets); got=$(field "$end" rx_packets)
+  echo "switch: testpmd sent=$sent ($(mpps "$(field "$tp" tx_pps)") Mpps); uvhost received=$got dropped=$(field "$end" rx_dropped)"
   ((sent > 0)) || fail "switch: testpmd sent nothing"
   [[ $sent == "$got" ]] || fail "switch: testpmd sent $sent, uvhost received $got (difference $((sent - got)))"
 }

@@ -68,12 +68,12 @@ switch_stats() {
     echo "(no .switch in ctl stats: $(head -c 300 <<<"$stats"))"
 }
 
-# pb's receive queues, from `ctl stats --json`: "delivered dropped" (dropped includes
+# pb's queues to its guest (direction tx), from `ctl stats --json`: "delivered dropped" (dropped includes
 # inject_dropped: refused at inject, the inbound frame ring full).
 pb_rx() {
   local stats
   stats=$(ilib_ctl "$ctl" stats --json 2>&1) || { fail "uvhost ctl stats --json: $stats"; echo "0 0"; return 0; }
-  jq -r '[.ports[] | select(.name == "pb") | .queues[] | select(.direction == "rx")]
+  jq -r '[.ports[] | select(.name == "pb") | .queues[] | select(.direction == "tx")]
          | "\(map(.packets) | add // 0) \(map(.dropped) | add // 0)"' <<<"$stats"
 }
 
@@ -111,7 +111,7 @@ run() {
   read -r -a s1 <<<"$(pb_rx)"
   echo "2. switch: $(switch_stats)"
   local sent a_in delivered dropped
-  sent=$(field "$tp_a" tx_packets); a_in=$(field "$end_a" tx_packets)
+  sent=$(field "$tp_a" tx_packets); a_in=$(field "$end_a" rx_packets)
   delivered=$((s1[0] - s0[0])); dropped=$((s1[1] - s0[1]))
   echo "2. testpmd A sent=$sent ($(mpps "$(field "$tp_a" tx_pps)") Mpps accepted, tx_dropped=$(field "$tp_a" tx_dropped)); pa took $a_in; pb delivered $delivered to B, dropped $dropped ($(awk -v d="$dropped" -v s="$sent" 'BEGIN { printf "%.1f", s ? 100 * d / s : 0 }')%: B's inbound ring overran)"
   ((sent > 0 && delivered > 0)) || fail "2. nothing went from A to B (sent $sent, delivered $delivered)"
@@ -128,8 +128,8 @@ run() {
   sleep 1
   read -r -a s2 <<<"$(pb_rx)"
   delivered=$((s2[0] - s1[0])); dropped=$((s2[1] - s1[1]))
-  echo "3. pa took $(field "$end_a3" tx_packets); pb delivered $delivered to B, dropped $dropped"
-  [[ $(field "$end_a3" tx_packets) == "$paced" ]] || fail "3. we sent $paced, pa took $(field "$end_a3" tx_packets)"
+  echo "3. pa took $(field "$end_a3" rx_packets); pb delivered $delivered to B, dropped $dropped"
+  [[ $(field "$end_a3" rx_packets) == "$paced" ]] || fail "3. we sent $paced, pa took $(field "$end_a3" rx_packets)"
   ((delivered == paced && dropped == 0)) || fail "3. we sent $paced at $pps/s, pb delivered $delivered and dropped $dropped"
 
   ilib_testpmd_stop rx-b "$pid_b" || return 0
@@ -138,8 +138,8 @@ run() {
   local end_b=$END_LINE
   ilib_serve_stop sw
   local got b_out
-  got=$(field "$tp_b" rx_packets); b_out=$(field "$end_b" rx_packets)
-  echo "testpmd B received=$got in all; pb delivered $b_out (rx_dropped=$(field "$end_b" rx_dropped))"
+  got=$(field "$tp_b" rx_packets); b_out=$(field "$end_b" tx_packets)
+  echo "testpmd B received=$got in all; pb delivered $b_out (tx_dropped=$(field "$end_b" tx_dropped))"
   [[ $b_out == "$got" ]] || fail "pb delivered $b_out, testpmd B received $got"
   [[ $got == "${s2[0]}" ]] || fail "testpmd B received $got, ctl stats counted ${s2[0]} delivered to it"
 }

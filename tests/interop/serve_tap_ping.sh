@@ -56,9 +56,9 @@ run() {
   # The port's queues as the control socket reports them (while the guest is connected).
   local stats tx rx
   if stats=$(ilib_ctl "$ctl" stats --json 2>&1); then
-    tx=$(jq '[.ports[] | select(.name == "p0") | .queues[] | select(.direction == "tx") | .packets] | add // 0' <<<"$stats")
     rx=$(jq '[.ports[] | select(.name == "p0") | .queues[] | select(.direction == "rx") | .packets] | add // 0' <<<"$stats")
-    echo "ctl stats: p0 tx (from the guest)=$tx rx (to the guest)=$rx; tap: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx: .tx.sent, rx: .rx.frames, full: .tx.full, down: .tx.down}' <<<"$stats")"
+    tx=$(jq '[.ports[] | select(.name == "p0") | .queues[] | select(.direction == "tx") | .packets] | add // 0' <<<"$stats")
+    echo "ctl stats: p0 rx (from the guest)=$rx tx (to the guest)=$tx; tap: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx: .tx.sent, rx: .rx.frames, full: .tx.full, down: .tx.down}' <<<"$stats")"
     ((tx >= count && rx >= count)) || fail "ctl stats: p0 tx=$tx rx=$rx, expected >= $count each"
   else
     fail "uvhost ctl stats --json: $stats"
@@ -69,12 +69,12 @@ run() {
   ilib_connection_end tap p0 1 || { ilib_serve_stop tap; return 0; }
   local end=$END_LINE
   ilib_serve_stop tap
-  local tp_rx tp_tx sv_tx sv_rx
+  local tp_rx tp_tx sv_from sv_to
   tp_rx=$(field "$tp" rx_packets); tp_tx=$(field "$tp" tx_packets)
-  sv_tx=$(field "$end" tx_packets); sv_rx=$(field "$end" rx_packets)
-  echo "testpmd icmpecho: rx=$tp_rx tx=$tp_tx; uvhost p0: from guest=$sv_tx to guest=$sv_rx rx_dropped=$(field "$end" rx_dropped) tx_dropped=$(field "$end" tx_dropped)"
+  sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets)
+  echo "testpmd icmpecho: rx=$tp_rx tx=$tp_tx; uvhost p0: from guest=$sv_from to guest=$sv_to rx_dropped=$(field "$end" rx_dropped) tx_dropped=$(field "$end" tx_dropped)"
   ((tp_rx >= count && tp_tx >= count)) || fail "testpmd answered fewer than $count (rx=$tp_rx tx=$tp_tx)"
-  [[ $tp_tx == "$sv_tx" ]] || fail "testpmd sent $tp_tx, uvhost took $sv_tx from the guest"
+  [[ $tp_tx == "$sv_from" ]] || fail "testpmd sent $tp_tx, uvhost took $sv_from from the guest"
 }
 
 run

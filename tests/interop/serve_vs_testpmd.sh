@@ -138,7 +138,7 @@ case_sink() {
   end=$(connection_end 1) || { fail "serve never saw the connection end"; return 1; }
   stop_serve
   local sent got
-  sent=$(field "$tp" tx_packets); got=$(field "$end" tx_packets)
+  sent=$(field "$tp" tx_packets); got=$(field "$end" rx_packets)
   echo "testpmd virtio_user txonly: sent=$sent tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}')"
   echo "uvhost serve sink:          received=$got"
   agree "$sent" "$got" || fail "testpmd sent $sent, uvhost serve counted $got"
@@ -152,15 +152,15 @@ case_loopback() {
   tp=$(grep '^rx_packets=' "$dir/tp-loop.out")
   end=$(connection_end 1) || { fail "serve never saw the connection end"; return 1; }
   stop_serve
-  local tp_tx tp_rx sv_tx sv_rx sv_drop
+  local tp_tx tp_rx sv_from sv_to sv_drop
   tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
-  sv_tx=$(field "$end" tx_packets); sv_rx=$(field "$end" rx_packets); sv_drop=$(field "$end" rx_dropped)
+  sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
   echo "testpmd virtio_user io: tx=$tp_tx rx=$tp_rx"
-  echo "uvhost serve loopback:  from guest=$sv_tx to guest=$sv_rx dropped=$sv_drop"
+  echo "uvhost serve loopback:  from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
   ((tp_tx > 0 && tp_rx > 0)) || fail "testpmd: a direction carried nothing (tx=$tp_tx rx=$tp_rx)"
-  agree "$tp_tx" "$sv_tx" || fail "guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_tx"
-  agree "$sv_rx" "$tp_rx" || fail "uvhost->guest: uvhost delivered $sv_rx, testpmd received $tp_rx"
-  ((sv_rx + sv_drop <= sv_tx)) || fail "uvhost reflected more ($sv_rx + $sv_drop dropped) than it got ($sv_tx)"
+  agree "$tp_tx" "$sv_from" || fail "guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_from"
+  agree "$sv_to" "$tp_rx" || fail "uvhost->guest: uvhost delivered $sv_to, testpmd received $tp_rx"
+  ((sv_to + sv_drop <= sv_from)) || fail "uvhost reflected more ($sv_to + $sv_drop dropped) than it got ($sv_from)"
 }
 
 case_reconnect() {
@@ -184,7 +184,7 @@ case_reconnect() {
   local end1
   end1=$(connection_end 1) || { fail "serve did not notice the killed frontend"; return 1; }
   echo "killed testpmd; serve: $end1"
-  (($(field "$end1" tx_packets) > 0)) || fail "no traffic before the kill"
+  (($(field "$end1" rx_packets) > 0)) || fail "no traffic before the kill"
   kill -0 "$pid" 2>/dev/null || { fail "uvhost serve died"; return 1; }
   sleep 0.3
   fd_after=$(stable_fd_count "$pid")
@@ -198,7 +198,7 @@ case_reconnect() {
   tp=$(grep '^rx_packets=' "$dir/tp-again.out")
   end2=$(connection_end 2) || { fail "serve did not serve the second testpmd"; return 1; }
   local sent got
-  sent=$(field "$tp" tx_packets); got=$(field "$end2" tx_packets)
+  sent=$(field "$tp" tx_packets); got=$(field "$end2" rx_packets)
   echo "second testpmd: sent=$sent; serve connection 2 received=$got"
   agree "$sent" "$got" || fail "second connection: testpmd sent $sent, uvhost counted $got"
   sleep 0.3
@@ -244,7 +244,7 @@ case_bench() {
       tp=$(grep '^rx_packets=' "$dir/tp-b$r.out")
       end=$(connection_end 1)
       serve_rates+=("$(field "$tp" tx_pps)")
-      echo "run $r uvhost-serve:  tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}') sent=$(field "$tp" tx_packets) received=$(field "$end" tx_packets)"
+      echo "run $r uvhost-serve:  tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}') sent=$(field "$tp" tx_packets) received=$(field "$end" rx_packets)"
     else
       fail "uvhost run $r: $(cat "$dir/tp-b$r.out")"
     fi

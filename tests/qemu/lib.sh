@@ -282,15 +282,15 @@ qlib_missing_features() {
   echo "${missing[*]}"
 }
 
-# uvhost's `ctl stats --json`, port P: "tx_packets tx_dropped rx_packets rx_dropped"
-# summed over the port's queues (tx: taken from the guest; rx: delivered to it).
+# uvhost's `ctl stats --json`, port P: "rx_packets rx_dropped tx_packets tx_dropped"
+# summed over the port's queues (rx: taken from the guest; tx: delivered to it).
 qlib_port_counts() {
   local stats=$1 port=$2
   jq -r --arg p "$port" '[.ports[] | select(.name == $p) | .queues[]] as $q
-    | [($q | map(select(.direction == "tx") | .packets) | add // 0),
-       ($q | map(select(.direction == "tx") | .dropped) | add // 0),
-       ($q | map(select(.direction == "rx") | .packets) | add // 0),
-       ($q | map(select(.direction == "rx") | .dropped) | add // 0)] | map(tostring) | join(" ")' <<<"$stats"
+    | [($q | map(select(.direction == "rx") | .packets) | add // 0),
+       ($q | map(select(.direction == "rx") | .dropped) | add // 0),
+       ($q | map(select(.direction == "tx") | .packets) | add // 0),
+       ($q | map(select(.direction == "tx") | .dropped) | add // 0)] | map(tostring) | join(" ")' <<<"$stats"
 }
 
 # A process's open fd count.

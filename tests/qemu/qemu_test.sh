@@ -176,11 +176,11 @@ show_switch() {
 # switch_counter STATS PORT COUNTER: a switch port's delivery counter (what its frames became).
 switch_counter() { jq --arg p "$2" --arg c "$3" '.switch.ports[] | select(.name == $p) | .delivery[$c]' <<<"$1"; }
 
-# Bytes per frame of PORT in DIRECTION (tx: from its guest, rx: to it), "AVG FRAMES".
+# Bytes per frame of PORT from its guest or to it (WAY: from|to), "AVG FRAMES".
 port_frame_bytes() {
   local -a v
   read -r -a v <<<"$(port_volume "$1" "$2")"
-  if [[ $3 == tx ]]; then echo "$((v[1] / (v[0] > 0 ? v[0] : 1))) ${v[0]}"; else echo "$((v[3] / (v[2] > 0 ? v[2] : 1))) ${v[2]}"; fi
+  if [[ $3 == from ]]; then echo "$((v[1] / (v[0] > 0 ? v[0] : 1))) ${v[0]}"; else echo "$((v[3] / (v[2] > 0 ? v[2] : 1))) ${v[2]}"; fi
 }
 
 # switch_pair PORT_KEYS DEVICE_OPTS_B TESTS_A TESTS_B GUEST_OPTS [uvhost.ARGS...]: two
@@ -260,8 +260,8 @@ check_lossless() {
   for p in pa pb; do
     local -a q
     read -r -a q <<<"$(qlib_port_counts "$STATS" "$p")"
-    tx_dropped=${q[1]} rx_dropped=${q[3]}
-    stopped=$(jq --arg p "$p" '[.ports[] | select(.name == $p) | .queues[] | select(.direction == "rx") | .inject_stopped] | add // 0' <<<"$STATS")
+    tx_dropped=${q[1]} rx_dropped=${q[3]}  # the guest's: its tx is our rx (from it), its rx our tx (to it)
+    stopped=$(jq --arg p "$p" '[.ports[] | select(.name == $p) | .queues[] | select(.direction == "tx") | .inject_stopped] | add // 0' <<<"$STATS")
     failed=$(switch_counter "$STATS" "$p" inject_failed)
     echo "$p: datapath tx dropped $tx_dropped (switch inject_failed $failed), rx dropped $rx_dropped (refused before its guest's queue ran: $stopped)"
     ((rx_dropped == stopped)) || { echo "$p: $((rx_dropped - stopped)) frames dropped on its receive side while its queue ran"; ok=1; }
@@ -302,10 +302,10 @@ case_switch_offload() {
   check_retransmits
   # 4. Super-frames: what each guest sent and received, bytes per frame.
   local -a a_tx a_rx b_tx b_rx
-  read -r -a a_tx <<<"$(port_frame_bytes "$STATS" pa tx)"
-  read -r -a a_rx <<<"$(port_frame_bytes "$STATS" pa rx)"
-  read -r -a b_tx <<<"$(port_frame_bytes "$STATS" pb tx)"
-  read -r -a b_rx <<<"$(port_frame_bytes "$STATS" pb rx)"
+  read -r -a a_tx <<<"$(port_frame_bytes "$STATS" pa from)"
+  read -r -a a_rx <<<"$(port_frame_bytes "$STATS" pa to)"
+  read -r -a b_tx <<<"$(port_frame_bytes "$STATS" pb from)"
+  read -r -a b_rx <<<"$(port_frame_bytes "$STATS" pb to)"
   echo "bytes per frame: a sent ${a_tx[0]} (${a_tx[1]} frames), received ${a_rx[0]} (${a_rx[1]}); b sent ${b_tx[0]} (${b_tx[1]}), received ${b_rx[0]} (${b_rx[1]})"
   show_switch "$STATS"
   local seg_a segs_a seg_b done_a
@@ -456,7 +456,7 @@ case_stats() {
       read -r -a c <<<"$(qlib_port_counts "$s" p0)"
       ((samples += 1))
       ((c[0] > prev_tx && c[2] > prev_rx)) && ((grew += 1))
-      echo "  during: tx (from the guest)=${c[0]} rx (to the guest)=${c[2]} $(grep -Eo '^UVHOST-BEGIN: name=[a-z-]+' "$dir/guest-g.log" | tail -n 1 | sed 's/UVHOST-BEGIN: //')"
+      echo "  during: rx (from the guest)=${c[0]} tx (to the guest)=${c[2]} $(grep -Eo '^UVHOST-BEGIN: name=[a-z-]+' "$dir/guest-g.log" | tail -n 1 | sed 's/UVHOST-BEGIN: //')"
       prev_tx=${c[0]} prev_rx=${c[2]}
     fi
     sleep 1
@@ -513,12 +513,12 @@ check_stats() {
   echo "books: guest tx $g_tx <= uvhost took $taken (+$((taken - g_tx))); uvhost delivered ${c[2]} >= guest rx $g_rx + dropped $g_rxd (+$((c[2] - g_rx - g_rxd))); tap: sent $sent == kernel rx ${k[0]} + dropped ${k[1]}; read $frames == kernel tx ${k[2]} == delivered ${c[2]} + dropped ${c[3]}$( ((frames - c[2] - c[3])) && echo ' + 1 held')"
 }
 
-# The port's TX (from the guest) and RX (to the guest) packets and bytes summed over
-# its queues: "tx_packets tx_bytes rx_packets rx_bytes".
+# The port's rx (from the guest) and tx (to the guest) packets and bytes summed over
+# its queues: "rx_packets rx_bytes tx_packets tx_bytes".
 port_volume() {
   jq -r --arg p "$2" '[.ports[] | select(.name == $p) | .queues[]] as $q
-    | [($q | map(select(.direction == "tx") | .packets) | add // 0), ($q | map(select(.direction == "tx") | .bytes) | add // 0),
-       ($q | map(select(.direction == "rx") | .packets) | add // 0), ($q | map(select(.direction == "rx") | .bytes) | add // 0)]
+    | [($q | map(select(.direction == "rx") | .packets) | add // 0), ($q | map(select(.direction == "rx") | .bytes) | add // 0),
+       ($q | map(select(.direction == "tx") | .packets) | add // 0), ($q | map(select(.direction == "tx") | .bytes) | add // 0)]
     | map(tostring) | join(" ")' <<<"$1"
 }
 

@@ -54,19 +54,24 @@
 //     "ports":[{"name":"p0","backend":"loopback","connected":true,"connections":1,
 //       "protocol_errors":0,"memory":"rcu","features":{...as in list...},
 //       "backend_stats":{...any object...},
-//       "queues":[{"index":1,"direction":"tx","pair":0,"worker":"p0.w0","started":true,
+//       "queues":[{"index":1,"direction":"rx","pair":0,"worker":"p0.w0","started":true,
 //         "enabled":true,"broken":false,
 //         "poll":{"mode":"busy","busy_us":50,"exit":"accurate"},
 //         "packets":100,"bytes":6400,"dropped":0,"kicks":3,"calls":2,
 //         "calls_suppressed":98,"polls":5,"poll_ns":250000,
 //         "poll_exits":{"work":3,"own_kick":0,"other_queue":0,"any_work":0,"timeout":2},
 //         "weight_yields":0}]}],
-//       (receive queues also: "rx_waits", "inject_dropped": frames refused at inject,
+//       (queues to the guest also: "buffer_waits", "inject_dropped": frames refused at inject,
 //       the inbound ring full or the queue not running, "inject_stopped": the part of
 //       those refused because it was not running, e.g. before the guest's driver
 //       started it)
 //     "workers":[{"name":"p0.w0","cpu_ns":123456789,"items_run":1000,"wakeups":10,
-//       "parks":10,"enqueue":"lockless","queues":["p0/0","p0/1"]}]}
+//       "parks":10,"enqueue":"lockless","queues":["p0/0","p0/1"]}],
+//     "process":{"cpu_seconds":1.5,"resident_bytes":9000000,"virtual_bytes":200000000,
+//       "open_fds":12,"max_fds":1024,"start_time_seconds":1700000000.25}}
+//    "direction": "rx" for what comes from the guest (odd vrings), "tx" for what goes
+//    to it (even vrings), as DPDK and OVS name them (direction.h). "process": this
+//    daemon's resource use (process_stats.h).
 //    Counters are totals since the daemon started (monotonic); a field a datapath does
 //    not have is left out, never sent as 0.
 //  {"cmd":"set","port":"p0","queue":1,"poll":"busy","busy_us":50,"exit":"accurate"}

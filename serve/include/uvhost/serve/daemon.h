@@ -16,7 +16,9 @@
 //  - reports() after wait(): one entry per port, in the order given.
 //  - The daemon owns what ports share: the worker pool (datapath/worker_pool.h; the
 //    `pool` mapping's workers, and every port's own workers), the L2 switch when a port
-//    has backend=switch or a switch tap was asked for, and the control socket.
+//    has backend=switch or a switch tap was asked for, the control socket and the
+//    metrics endpoint (metrics_http.h: the stats reply as Prometheus text; port 0 picks
+//    a free port, which start() logs and metrics_port() tells).
 //  - control(request) answers one control request (the protocol is in
 //    control_server.h); any thread, once start() succeeded.
 #pragma once
@@ -43,9 +45,11 @@ struct DaemonOptions {
   sync::EnqueueStrategy enqueue = sync::EnqueueStrategy::kLockless;  // every worker's, at start
   std::string switch_tap;                       // non-empty: a tap of this name joins the switch
   std::string control_path;                     // non-empty: the control socket
+  std::string metrics_address;                  // non-empty: GET /metrics at IPV4:PORT or [IPV6]:PORT
 };
 
 class ControlServer;
+class MetricsHttpServer;
 
 struct PortReport {
   PortSpec spec;
@@ -64,6 +68,7 @@ class Daemon {
   void wait();
 
   std::vector<PortReport> reports() const;
+  uint16_t metrics_port() const noexcept;  // the bound metrics port; 0 without one
   nlohmann::json control(const nlohmann::json& request);
 
  private:
@@ -83,6 +88,7 @@ class Daemon {
   std::vector<std::unique_ptr<Port>> ports_;
   std::vector<std::thread> threads_;
   std::unique_ptr<ControlServer> control_server_;  // first to go: it calls control()
+  std::unique_ptr<MetricsHttpServer> metrics_server_;  // as early: it calls control_stats()
 };
 
 nlohmann::json to_json(const std::vector<PortReport>& reports);

@@ -69,12 +69,13 @@ struct PortTotals {
   uint64_t connections = 0;        // frontends served
   uint64_t rejected = 0;           // frontends turned away (one was being served)
   uint64_t protocol_errors = 0;    // connections we ended: a refused message, a broken stream, a failed reply
-  uint64_t tx_packets = 0;         // guest -> backend (all transmit vrings)
-  uint64_t tx_bytes = 0;
-  uint64_t tx_dropped = 0;         // frames the backend refused (or unusable chains)
-  uint64_t rx_packets = 0;         // backend -> guest
-  uint64_t rx_bytes = 0;
-  uint64_t rx_dropped = 0;         // frames for the guest that could not be delivered
+  // Per direction (shown as rx = from the guest, tx = to the guest: direction.h).
+  uint64_t from_guest_packets = 0;  // guest -> backend (the guest's transmit vrings)
+  uint64_t from_guest_bytes = 0;
+  uint64_t from_guest_dropped = 0;  // frames the backend refused (or unusable chains)
+  uint64_t to_guest_packets = 0;    // backend -> guest (the guest's receive vrings)
+  uint64_t to_guest_bytes = 0;
+  uint64_t to_guest_dropped = 0;    // frames for the guest that could not be delivered
   uint64_t calls = 0;              // guest notifications sent
   uint64_t broken_queues = 0;      // rings stopped by a guest's spec violation (at last look)
 };

@@ -14,8 +14,13 @@
 //    counter is missing from either reply, went backwards (a new daemon), or seconds
 //    is not positive.
 //  - format_prometheus(): every metric family once, with # HELP and # TYPE, its samples
-//    together; counters end in _total; label values escaped (\\, \", \n). Queue
-//    samples are labelled port, queue, direction; worker samples worker.
+//    together; names and units by Prometheus' conventions (base units: seconds, bytes;
+//    counters end in _total; no family mixes units); label values escaped (\\, \",
+//    \n). Queue samples are labelled port, pair (queue pair), queue (vring index) and
+//    direction (rx: from the guest, tx: to the guest, as DPDK and OVS say: direction.h);
+//    worker samples worker; backend values stat (their path in backend_stats). The
+//    reply's "process" object gives the process_* families of the client libraries.
+//    The families are listed in docs/metrics.md.
 #pragma once
 
 #include <string>
@@ -24,8 +29,9 @@
 
 namespace uvhost::serve {
 
-// The "list" reply: one row per port, then a "negotiated by PORT: NAMES" line for
-// each port whose frontend negotiated features.
+// The "list" reply: one row per port (the guest's MTU in column "mtu", "-" if it set none),
+// then a "negotiated by PORT: NAMES" line for each port whose frontend negotiated
+// features.
 std::string format_ports_table(const nlohmann::json& list);
 
 // The "stats" reply: a port table, a queue table (one row per queue) and a worker table.
