@@ -1,5 +1,7 @@
 // serve.cpp - `uvhost serve`: the daemon. Ports from --port or --config, runs until
-// SIGINT or SIGTERM, then stops every port cleanly and prints what each carried.
+// SIGINT or SIGTERM, then stops every port cleanly and prints what each carried;
+// SIGHUP reloads --config. Tells systemd (Type=notify) when it is ready, reloading,
+// stopping, and how many ports are connected.
 #include <signal.h>
 
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "commands.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/serve/daemon.h"
+#include "uvhost/serve/service_notifier.h"
 
 namespace uvhost::cli {
 namespace {
@@ -43,6 +46,29 @@ void print_summary(const std::vector<serve::PortReport>& reports) {
   }
   table.print(std::cout);
   std::cout.flush();
+}
+
+// SIGHUP: the ports of --config (read again) and --port, applied port by port
+// (serve::Daemon::reload). A configuration that does not load changes nothing.
+void reload(const ServeOptions& options, serve::Daemon& daemon) {
+  if (options.config_path.empty()) {
+    spdlog::warn("SIGHUP: nothing to reload (no --config); the ports stay as they are");
+    return;
+  }
+  std::string error;
+  auto ports = serve::load_config_file(options.config_path, error);
+  for (size_t i = 0; ports && i < options.ports.size(); ++i) {
+    auto spec = serve::parse_port_spec(options.ports[i], error);
+    if (!spec) ports.reset();
+    else ports->push_back(std::move(*spec));
+  }
+  serve::ReloadPlan plan;
+  if (!ports || !daemon.reload(std::move(*ports), error, &plan)) {
+    spdlog::error("SIGHUP: reload of {} refused: {}", options.config_path, error);
+    if (!plan.changes_nothing()) spdlog::error("SIGHUP: applied in part: {}", serve::describe(plan));
+    return;
+  }
+  spdlog::info("SIGHUP: reloaded {}: {}", options.config_path, serve::describe(plan));
 }
 
 void run_serve(const ServeOptions& options) {
@@ -76,14 +102,15 @@ void run_serve(const ServeOptions& options) {
     throw CLI::RuntimeError(2);
   }
 
-  // Block the stop signals before any thread exists, so every port thread inherits the
+  // Block the stop and reload signals before any thread exists, so every port thread inherits the
   // mask and only sigwait() below receives them. A dead peer must never kill us
   // through SIGPIPE (sends use MSG_NOSIGNAL too).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   serve::DaemonOptions daemon_options;
@@ -97,10 +124,32 @@ void run_serve(const ServeOptions& options) {
     spdlog::error("{}", error);
     throw CLI::RuntimeError(1);
   }
-  spdlog::info("serving; SIGINT or SIGTERM stops");
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  spdlog::info("{}: stopping", strsignal(signal_number));
+  spdlog::info("serving; SIGINT or SIGTERM stops, SIGHUP reloads {}",
+               options.config_path.empty() ? std::string("(nothing: no --config)") : options.config_path);
+  serve::ServiceNotifier notifier;
+  auto status = [&daemon] {
+    const serve::DaemonStatus now = daemon.status();
+    return serve::service_status(now.ports, now.connected);
+  };
+  notifier.ready(status());
+  for (;;) {
+    // Woken each second to keep the service manager's STATUS line current.
+    const timespec tick{1, 0};
+    const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+    if (signal_number < 0) {
+      notifier.status(status());
+      continue;
+    }
+    if (signal_number == SIGHUP) {
+      notifier.reloading(status());
+      reload(options, daemon);
+      notifier.ready(status());
+      continue;
+    }
+    spdlog::info("{}: stopping", strsignal(signal_number));
+    notifier.stopping(status());
+    break;
+  }
   daemon.request_stop();
   daemon.wait();
 
