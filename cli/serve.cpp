@@ -64,8 +64,11 @@ void reload(const ServeOptions& options, serve::Daemon& daemon) {
   }
   serve::ReloadPlan plan;
   if (!ports || !daemon.reload(std::move(*ports), error, &plan)) {
-    spdlog::error("SIGHUP: reload of {} refused: {}", options.config_path, error);
-    if (!plan.changes_nothing()) spdlog::error("SIGHUP: applied in part: {}", serve::describe(plan));
+    if (plan.changes_nothing()) {
+      spdlog::error("SIGHUP: reload of {} refused, nothing changed: {}", options.config_path, error);
+    } else {
+      spdlog::error("SIGHUP: reload of {} applied in part ({}): {}", options.config_path, serve::describe(plan), error);
+    }
     return;
   }
   spdlog::info("SIGHUP: reloaded {}: {}", options.config_path, serve::describe(plan));

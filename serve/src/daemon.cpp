@@ -222,7 +222,9 @@ bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* 
   std::vector<RunningPort> ports;
   for (const PortSpec& spec : next) {
     auto kept = std::find_if(ports_.begin(), ports_.end(),
-                             [&spec](const RunningPort& running) { return running.port->spec().name == spec.name; });
+                             [&spec](const RunningPort& running) {
+                               return running.port && running.port->spec().name == spec.name;  // null: moved already
+                             });
     if (kept != ports_.end()) {
       ports.push_back(std::move(*kept));
       continue;

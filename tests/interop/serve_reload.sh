@@ -123,8 +123,8 @@ kill -HUP "$pid"
 ilib_wait_until 10 grep -q "reload of $conf refused" "$dir/serve.log" || fail "a config that is not JSON was not refused in the log"
 write_config "$port_a" "$port_c" '{"name": "pd", "sock": "'$dir/missing/d.sock'", "backend": "sink"}'
 kill -HUP "$pid"
-ilib_wait_until 10 test "$(grep -c "reload of $conf refused" "$dir/serve.log")" -ge 2 ||
-  fail "a config with an unbindable port was not refused in the log"
+refusals() { (($(grep -c "reload of $conf refused" "$dir/serve.log") >= $1)); }
+ilib_wait_until 10 refusals 2 || fail "a config with an unbindable port was not refused in the log"
 grep "refused" "$dir/serve.log" | sed 's/^/  log: /'
 ilib_alive "$pid" || fail "uvhost serve died on a bad config"
 [[ $(port_names) == "pa,pc" ]] || fail "ctl list after the bad configs: $(port_names), expected pa,pc"
