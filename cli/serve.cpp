@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,29 @@ void print_summary(const std::vector<serve::PortReport>& reports) {
   std::cout.flush();
 }
 
-// SIGHUP: the ports of --config (read again) and --port, applied port by port
+// The daemon's ports: --config's, then --port's, named and checked (finish_ports).
+// At start and on each SIGHUP alike. nullopt and `error` when any of it fails.
+std::optional<std::vector<serve::PortSpec>> collect_ports(const ServeOptions& options, std::string& error) {
+  std::vector<serve::PortSpec> ports;
+  if (!options.config_path.empty()) {
+    auto loaded = serve::load_config_file(options.config_path, error);
+    if (!loaded) return std::nullopt;
+    ports = std::move(*loaded);
+  }
+  for (const std::string& text : options.ports) {
+    auto spec = serve::parse_port_spec(text, error);
+    if (!spec) return std::nullopt;
+    ports.push_back(std::move(*spec));
+  }
+  if (ports.empty()) {
+    error = "no ports: give --port sock=PATH[,...] or --config FILE";
+    return std::nullopt;
+  }
+  if (!serve::finish_ports(ports, error)) return std::nullopt;
+  return ports;
+}
+
+// SIGHUP: --config read again (with the --port ports), applied port by port
 // (serve::Daemon::reload). A configuration that does not load changes nothing.
 void reload(const ServeOptions& options, serve::Daemon& daemon) {
   if (options.config_path.empty()) {
@@ -56,12 +79,7 @@ void reload(const ServeOptions& options, serve::Daemon& daemon) {
     return;
   }
   std::string error;
-  auto ports = serve::load_config_file(options.config_path, error);
-  for (size_t i = 0; ports && i < options.ports.size(); ++i) {
-    auto spec = serve::parse_port_spec(options.ports[i], error);
-    if (!spec) ports.reset();
-    else ports->push_back(std::move(*spec));
-  }
+  auto ports = collect_ports(options, error);
   serve::ReloadPlan plan;
   if (!ports || !daemon.reload(std::move(*ports), error, &plan)) {
     if (plan.changes_nothing()) {
@@ -78,36 +96,16 @@ void run_serve(const ServeOptions& options) {
   // Logs go to stderr; stdout carries only the summary table.
   spdlog::set_default_logger(spdlog::stderr_color_mt("uvhost"));
 
-  std::vector<serve::PortSpec> ports;
   std::string error;
-  if (!options.config_path.empty()) {
-    auto loaded = serve::load_config_file(options.config_path, error);
-    if (!loaded) {
-      spdlog::error("{}", error);
-      throw CLI::RuntimeError(2);
-    }
-    ports = std::move(*loaded);
-  }
-  for (const std::string& text : options.ports) {
-    auto spec = serve::parse_port_spec(text, error);
-    if (!spec) {
-      spdlog::error("{}", error);
-      throw CLI::RuntimeError(2);
-    }
-    ports.push_back(std::move(*spec));
-  }
-  if (ports.empty()) {
-    spdlog::error("no ports: give --port sock=PATH[,...] or --config FILE");
-    throw CLI::RuntimeError(2);
-  }
-  if (!serve::finish_ports(ports, error)) {
+  auto ports = collect_ports(options, error);
+  if (!ports) {
     spdlog::error("{}", error);
     throw CLI::RuntimeError(2);
   }
 
-  // Block the stop and reload signals before any thread exists, so every port thread inherits the
-  // mask and only sigwait() below receives them. A dead peer must never kill us
-  // through SIGPIPE (sends use MSG_NOSIGNAL too).
+  // Block the stop and reload signals before any thread exists, so every port thread
+  // inherits the mask and only sigtimedwait() below receives them. A dead peer must
+  // never kill us through SIGPIPE (sends use MSG_NOSIGNAL too).
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -122,7 +120,7 @@ void run_serve(const ServeOptions& options) {
   daemon_options.pool_workers = options.pool_workers;
   daemon_options.switch_tap = options.switch_tap;
   daemon_options.enqueue = *sync::parse_enqueue_strategy(options.enqueue);  // checked by CLI11
-  serve::Daemon daemon(std::move(ports), daemon_options);
+  serve::Daemon daemon(std::move(*ports), daemon_options);
   if (!daemon.start(error)) {
     spdlog::error("{}", error);
     throw CLI::RuntimeError(1);
