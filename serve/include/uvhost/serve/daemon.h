@@ -1,5 +1,5 @@
 // daemon.h - `uvhost serve` minus the command line: a set of ports, a thread each,
-// and one way to stop them all.
+// one way to stop them all, and a reload that changes the set port by port.
 //
 // Contract
 // --------
