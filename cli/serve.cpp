@@ -1,12 +1,15 @@
 // serve.cpp - `uvhost serve`: the daemon. Its configuration from --config and the flags
 // (serve_config.h: one key each), runs until SIGINT or SIGTERM, then stops every port
-// cleanly and prints what each carried.
+// cleanly and prints what each carried; SIGHUP reloads the ports of --config. Tells
+// systemd (Type=notify) when it is ready, reloading, stopping, and how many ports are
+// connected.
 #include <signal.h>
 
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "uvhost/serve/daemon.h"
 #include "uvhost/serve/direction.h"
 #include "uvhost/serve/serve_config.h"
+#include "uvhost/serve/service_notifier.h"
 
 namespace uvhost::cli {
 namespace {
@@ -40,29 +44,64 @@ struct ServeOptions {
 }
 
 // The configuration: the file, then the flags given, then the --port ports; checked
-// (finish_ports) but nothing opened. Refuses with exit status 2.
-serve::ServeConfig load_config(const ServeOptions& options) {
+// (finish_ports) but nothing opened. At start and on each SIGHUP alike: nullopt and
+// `error` when any of it fails.
+std::optional<serve::ServeConfig> build_config(const ServeOptions& options, std::string& error) {
   serve::ServeConfig config;
-  std::string error;
   if (!options.config_path.empty()) {
     auto loaded = serve::load_serve_config(options.config_path, error);
-    if (!loaded) refuse(error);
+    if (!loaded) return std::nullopt;
     config = std::move(*loaded);
   }
   for (const auto& [key, value] : options.flags) {
     if (options.command->get_option(serve::flag_name(key))->count() == 0) continue;
     if (!serve::apply_daemon_key(key, value, config, error)) {
-      refuse(fmt::format("{}: {}", serve::flag_name(key), error));
+      error = fmt::format("{}: {}", serve::flag_name(key), error);
+      return std::nullopt;
     }
   }
   for (const std::string& text : options.ports) {
     auto spec = serve::parse_port_spec(text, error);
-    if (!spec) refuse(error);
+    if (!spec) return std::nullopt;
     config.ports.push_back(std::move(*spec));
   }
-  if (config.ports.empty()) refuse("no ports: give --port sock=PATH[,...] or a config file with \"ports\"");
-  if (!serve::finish_ports(config.ports, error)) refuse(error);
+  if (config.ports.empty()) {
+    error = "no ports: give --port sock=PATH[,...] or a config file with \"ports\"";
+    return std::nullopt;
+  }
+  if (!serve::finish_ports(config.ports, error)) return std::nullopt;
   return config;
+}
+
+// The same, refusing with exit status 2.
+serve::ServeConfig load_config(const ServeOptions& options) {
+  std::string error;
+  auto config = build_config(options, error);
+  if (!config) refuse(error);
+  return std::move(*config);
+}
+
+// SIGHUP: --config read again (with the flags and the --port ports) and its ports
+// applied port by port (serve::Daemon::reload). The daemon-wide keys (control, metrics,
+// pool workers, ...) take effect at the next start only. A configuration that does not
+// load changes nothing.
+void reload(const ServeOptions& options, serve::Daemon& daemon) {
+  if (options.config_path.empty()) {
+    spdlog::warn("SIGHUP: nothing to reload (no --config); the ports stay as they are");
+    return;
+  }
+  std::string error;
+  auto config = build_config(options, error);
+  serve::ReloadPlan plan;
+  if (!config || !daemon.reload(std::move(config->ports), error, &plan)) {
+    if (plan.changes_nothing()) {
+      spdlog::error("SIGHUP: reload of {} refused, nothing changed: {}", options.config_path, error);
+    } else {
+      spdlog::error("SIGHUP: reload of {} applied in part ({}): {}", options.config_path, serve::describe(plan), error);
+    }
+    return;
+  }
+  spdlog::info("SIGHUP: reloaded {}: {}", options.config_path, serve::describe(plan));
 }
 
 // Directions as DPDK and OVS name them (serve/direction.h): rx from the guest, tx to it.
@@ -109,14 +148,15 @@ void run_serve(const ServeOptions& options) {
     return;
   }
 
-  // Block the stop signals before any thread exists, so every port thread inherits the
-  // mask and only sigwait() below receives them. A dead peer must never kill us
-  // through SIGPIPE (sends use MSG_NOSIGNAL too).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Block the stop and reload signals before any thread exists, so every port thread
+  // inherits the mask and only sigtimedwait() below receives them. A dead peer must
+  // never kill us through SIGPIPE (sends use MSG_NOSIGNAL too).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   serve::Daemon daemon(std::move(config.ports), config.daemon);
@@ -125,10 +165,32 @@ void run_serve(const ServeOptions& options) {
     spdlog::error("{}", error);
     throw CLI::RuntimeError(kExitFailure);
   }
-  spdlog::info("serving; SIGINT or SIGTERM stops");
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  spdlog::info("{}: stopping", strsignal(signal_number));
+  spdlog::info("serving; SIGINT or SIGTERM stops, SIGHUP reloads {}",
+               options.config_path.empty() ? std::string("(nothing: no --config)") : options.config_path);
+  serve::ServiceNotifier notifier;
+  auto status = [&daemon] {
+    const serve::DaemonStatus now = daemon.status();
+    return serve::service_status(now.ports, now.connected);
+  };
+  notifier.ready(status());
+  for (;;) {
+    // Woken each second to keep the service manager's STATUS line current.
+    const timespec tick{1, 0};
+    const int signal_number = sigtimedwait(&signals, nullptr, &tick);
+    if (signal_number < 0) {
+      notifier.status(status());
+      continue;
+    }
+    if (signal_number == SIGHUP) {
+      notifier.reloading(status());
+      reload(options, daemon);
+      notifier.ready(status());
+      continue;
+    }
+    spdlog::info("{}: stopping", strsignal(signal_number));
+    notifier.stopping(status());
+    break;
+  }
   daemon.request_stop();
   daemon.wait();
 

@@ -6,7 +6,9 @@ function(uvhost_target_warnings target)
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
       -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual -Wconversion
       -Wsign-conversion -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough>
-    $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra>)
+    $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra>
+    # clang checks the UVHOST_GUARDED_BY annotations (sync/thread_annotations.h).
+    $<$<CXX_COMPILER_ID:Clang>:-Wthread-safety>)
   if(UVHOST_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -1,6 +1,8 @@
 // worker_pool.cpp - see worker_pool.h.
 #include "uvhost/datapath/worker_pool.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace uvhost::datapath {
@@ -40,11 +42,15 @@ std::vector<Worker*> WorkerPool::assign(const std::string& port, WorkerMapping m
   switch (mapping) {
     case WorkerMapping::kDevice: {
       Worker* worker = make(port + ".w0");
+      owned_.emplace_back(port, worker);
       out.assign(queue_pairs, worker);
       break;
     }
     case WorkerMapping::kQueuePair:
-      for (uint32_t pair = 0; pair < queue_pairs; ++pair) out.push_back(make(fmt::format("{}.w{}", port, pair)));
+      for (uint32_t pair = 0; pair < queue_pairs; ++pair) {
+        out.push_back(make(fmt::format("{}.w{}", port, pair)));
+        owned_.emplace_back(port, out.back());
+      }
       break;
     case WorkerMapping::kPool:
       if (shared_.empty()) {
@@ -57,6 +63,18 @@ std::vector<Worker*> WorkerPool::assign(const std::string& port, WorkerMapping m
       break;
   }
   return out;
+}
+
+void WorkerPool::release(const std::string& port) {
+  for (auto owned = owned_.begin(); owned != owned_.end();) {
+    if (owned->first != port) {
+      ++owned;
+      continue;
+    }
+    Worker* worker = owned->second;
+    owned = owned_.erase(owned);
+    std::erase_if(workers_, [worker](const std::unique_ptr<Worker>& w) { return w.get() == worker; });
+  }
 }
 
 Worker* WorkerPool::find(std::string_view name) const noexcept {

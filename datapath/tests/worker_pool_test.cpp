@@ -1,5 +1,6 @@
 // WorkerPool: the queue-pair-to-worker mappings (device, pair, pool), worker names,
-// lookup, and switching the enqueue strategy live (all workers or one by name).
+// lookup, release of a port's own workers, and switching the enqueue strategy live
+// (all workers or one by name).
 #include "uvhost/datapath/worker_pool.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,26 @@ TEST(WorkerPoolTest, PairMappingOneWorkerPerPair) {
     threads.insert(id);
   }
   EXPECT_EQ(threads.size(), 3u);
+}
+
+TEST(WorkerPoolTest, ReleaseEndsOnlyThatPortsOwnWorkers) {
+  WorkerPool pool(2);
+  (void)pool.assign("a", WorkerMapping::kQueuePair, 2);
+  const auto b = pool.assign("b", WorkerMapping::kDevice, 1);
+  const auto shared = pool.assign("a", WorkerMapping::kPool, 1);
+  ASSERT_EQ(pool.workers().size(), 5u);  // a.w0, a.w1, b.w0, pool.w0, pool.w1
+  pool.release("a");
+  std::vector<std::string> left;
+  for (const auto& w : pool.workers()) left.push_back(w->name());
+  EXPECT_EQ(left, (Names{"b.w0", "pool.w0", "pool.w1"}));
+  // What is left still runs; the name may be assigned again.
+  int ran = 0;
+  b[0]->run([&] { ++ran; });
+  shared[0]->run([&] { ++ran; });
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(names(pool.assign("a", WorkerMapping::kDevice, 1)), Names{"a.w0"});
+  pool.release("nobody");  // no such port: nothing happens
+  EXPECT_EQ(pool.workers().size(), 4u);
 }
 
 TEST(WorkerPoolTest, PoolMappingRoundRobinAcrossPorts) {

@@ -1,4 +1,5 @@
-// daemon.cpp - ports and their threads (see daemon.h).
+// daemon.cpp - ports and their threads, started together, reloaded port by port (see
+// daemon.h).
 #include "uvhost/serve/daemon.h"
 
 #include "uvhost/serve/control_server.h"
@@ -9,9 +10,12 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -28,46 +32,68 @@ Daemon::~Daemon() {
   metrics_server_.reset();
   request_stop();
   wait();
+  sync::MutexLock lock(mutex_);
   ports_.clear();  // before the workers and the switch they use
+}
+
+void Daemon::release_everything() {
+  control_server_.reset();  // joins its thread, which may be waiting for mutex_
+  metrics_server_.reset();  // the same
+  sync::MutexLock lock(mutex_);
+  ports_.clear();  // unlinks what was bound so far
+  switch_hub_.reset();
+  workers_.reset();
+}
+
+std::unique_ptr<Port> Daemon::open_port(const PortSpec& spec, std::string& error) {
+  const PortEnvironment environment{workers_.get(), switch_hub_.get()};
+  auto port = std::make_unique<Port>(spec, stop_fd_.get(), environment, options_.stats_interval);
+  if (port->open(error)) return port;
+  close_port(std::move(port));
+  return nullptr;
+}
+
+void Daemon::close_port(std::unique_ptr<Port> port) {
+  const std::string name = port->spec().name;
+  port.reset();  // stops its datapath, unlinks its socket
+  workers_->release(name);
 }
 
 bool Daemon::start(std::string& error) {
   // Once only: a second start would destroy ports whose threads still run them.
-  if (!ports_.empty() || !threads_.empty()) {
+  if (started_) {
     error = "the daemon was started already";
     return false;
   }
-  workers_ = std::make_unique<datapath::WorkerPool>(options_.pool_workers, options_.enqueue);
-  const bool wants_switch = !options_.switch_tap.empty() ||
-                            std::any_of(specs_.begin(), specs_.end(),
-                                        [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
-  auto fail = [&] {
-    control_server_.reset();
-    metrics_server_.reset();
-    ports_.clear();  // unlinks what was bound so far
-    switch_hub_.reset();
-    workers_.reset();
-    return false;
-  };
-  if (wants_switch) {
-    switch_hub_ = std::make_unique<backends::SwitchHub>();
-    if (!options_.switch_tap.empty()) {
-      backends::TapBackendOptions tap;
-      tap.name = options_.switch_tap;
-      if (!switch_hub_->add_tap_uplink(tap, error)) {
-        error = fmt::format("switch tap {}: {}", options_.switch_tap, error);
-        return fail();
+  {
+    sync::MutexLock lock(mutex_);
+    workers_ = std::make_unique<datapath::WorkerPool>(options_.pool_workers, options_.enqueue);
+    const bool wants_switch = !options_.switch_tap.empty() ||
+                              std::any_of(specs_.begin(), specs_.end(),
+                                          [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
+    bool ok = true;
+    if (wants_switch) {
+      switch_hub_ = std::make_unique<backends::SwitchHub>();
+      if (!options_.switch_tap.empty()) {
+        backends::TapBackendOptions tap;
+        tap.name = options_.switch_tap;
+        if (!switch_hub_->add_tap_uplink(tap, error)) {
+          error = fmt::format("switch tap {}: {}", options_.switch_tap, error);
+          ok = false;
+        }
       }
     }
-  }
-  const PortEnvironment environment{workers_.get(), switch_hub_.get()};
-  for (const PortSpec& spec : specs_) {
-    auto port = std::make_unique<Port>(spec, stop_fd_.get(), environment, options_.stats_interval);
-    if (!port->open(error)) {
-      port.reset();  // before fail() takes the workers it may have been given
-      return fail();
+    for (size_t i = 0; ok && i < specs_.size(); ++i) {
+      auto port = open_port(specs_[i], error);
+      if (!port) ok = false;
+      else ports_.push_back(RunningPort{std::move(port), std::thread()});
     }
-    ports_.push_back(std::move(port));
+    if (!ok) {
+      ports_.clear();
+      switch_hub_.reset();
+      workers_.reset();
+      return false;
+    }
   }
   started_at_ = std::chrono::steady_clock::now();
   if (!options_.control_path.empty()) {
@@ -75,15 +101,18 @@ bool Daemon::start(std::string& error) {
         options_.control_path, [this](const nlohmann::json& request) { return control(request); }, error);
     if (!control_server_) {
       error = fmt::format("control socket {}: {}", options_.control_path, error);
-      return fail();
+      release_everything();
+      return false;
     }
   }
   if (!options_.metrics_address.empty()) {
     metrics_server_ = MetricsHttpServer::open(
-        options_.metrics_address, [this] { return format_prometheus(control_stats()); }, error);
+        options_.metrics_address, [this] { return format_prometheus(control(nlohmann::json{{"cmd", "stats"}})); },
+        error);
     if (!metrics_server_) {
       error = fmt::format("metrics: {}", error);
-      return fail();
+      release_everything();
+      return false;
     }
     spdlog::info("metrics: http://{}/metrics", metrics_server_->address());
   }
@@ -91,7 +120,9 @@ bool Daemon::start(std::string& error) {
   // library: if two port threads log first at the same moment, TSan cannot see the
   // static-init guard and reports a race. Create it here, before the threads exist.
   (void)spdlog::default_logger_raw();
-  for (auto& port : ports_) threads_.emplace_back([p = port.get()] { p->run(); });
+  sync::MutexLock lock(mutex_);
+  for (RunningPort& running : ports_) running.thread = std::thread([p = running.port.get()] { p->run(); });
+  started_ = true;
   return true;
 }
 
@@ -102,15 +133,145 @@ void Daemon::request_stop() noexcept {
 }
 
 void Daemon::wait() {
-  for (std::thread& thread : threads_) {
-    if (thread.joinable()) thread.join();
+  // Joined without the lock: control requests go on being answered meanwhile.
+  std::vector<std::thread> threads;
+  {
+    sync::MutexLock lock(mutex_);
+    for (RunningPort& running : ports_) {
+      if (running.thread.joinable()) threads.push_back(std::move(running.thread));
+    }
   }
-  threads_.clear();
+  for (std::thread& thread : threads) thread.join();
+}
+
+bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* applied) {
+  if (!started_) {
+    error = "the daemon is not running";
+    return false;
+  }
+  if (next.empty()) {
+    error = "the new configuration has no ports";
+    return false;
+  }
+  if (!finish_ports(next, error)) return false;
+
+  std::vector<PortSpec> current;
+  {
+    sync::MutexLock lock(mutex_);
+    for (const RunningPort& running : ports_) current.push_back(running.port->spec());
+  }
+  const ReloadPlan plan = plan_reload(current, next);
+  if (plan.changes_nothing()) {
+    if (applied != nullptr) *applied = plan;
+    return true;
+  }
+
+  auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  auto find_spec = [](const std::vector<PortSpec>& specs, const std::string& name) -> const PortSpec& {
+    return *std::find_if(specs.begin(), specs.end(), [&name](const PortSpec& spec) { return spec.name == name; });
+  };
+  // Sockets held by the ports that go away (removed, or restarted with new keys): a new
+  // port on one of them can only bind once that port is gone.
+  std::set<std::string> departing_paths;
+  for (const PortSpec& spec : current) {
+    if (listed(plan.removed, spec.name) || listed(plan.restarted, spec.name)) departing_paths.insert(spec.socket_path);
+  }
+
+  // 1. Added ports on free sockets, before anything stops: a failure changes nothing.
+  std::map<std::string, std::unique_ptr<Port>> opened;
+  {
+    sync::MutexLock lock(mutex_);
+    const bool wants_switch = std::any_of(next.begin(), next.end(),
+                                          [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
+    if (wants_switch && !switch_hub_) switch_hub_ = std::make_unique<backends::SwitchHub>();
+    for (const std::string& name : plan.added) {
+      const PortSpec& spec = find_spec(next, name);
+      if (departing_paths.contains(spec.socket_path)) continue;
+      auto port = open_port(spec, error);
+      if (!port) {
+        for (auto& entry : opened) close_port(std::move(entry.second));
+        return false;
+      }
+      opened.emplace(name, std::move(port));
+    }
+  }
+
+  if (applied != nullptr) *applied = plan;  // from here on, it is being applied
+
+  // 2. Departing ports stop: out of the set (control requests no longer see them),
+  //    joined without the lock, then destroyed with their workers.
+  std::vector<RunningPort> departing;
+  {
+    sync::MutexLock lock(mutex_);
+    for (auto it = ports_.begin(); it != ports_.end();) {
+      const std::string& name = it->port->spec().name;
+      if (listed(plan.removed, name) || listed(plan.restarted, name)) {
+        departing.push_back(std::move(*it));
+        it = ports_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (RunningPort& running : departing) running.port->request_stop();
+  for (RunningPort& running : departing) {
+    if (running.thread.joinable()) running.thread.join();
+  }
+
+  // 3. The rest opens on the freed sockets; 4. the set takes the new order and the new
+  //    ports' threads start.
+  std::vector<std::string> failures;
+  sync::MutexLock lock(mutex_);
+  for (RunningPort& running : departing) close_port(std::move(running.port));
+  for (const PortSpec& spec : next) {
+    if (listed(plan.kept, spec.name) || opened.contains(spec.name)) continue;
+    std::string port_error;
+    auto port = open_port(spec, port_error);
+    if (!port) {
+      failures.push_back(port_error);
+      continue;
+    }
+    opened.emplace(spec.name, std::move(port));
+  }
+  std::vector<RunningPort> ports;
+  for (const PortSpec& spec : next) {
+    auto kept = std::find_if(ports_.begin(), ports_.end(),
+                             [&spec](const RunningPort& running) {
+                               return running.port && running.port->spec().name == spec.name;  // null: moved already
+                             });
+    if (kept != ports_.end()) {
+      ports.push_back(std::move(*kept));
+      continue;
+    }
+    auto made = opened.find(spec.name);
+    if (made == opened.end()) continue;  // failed to open
+    RunningPort running{std::move(made->second), std::thread()};
+    running.thread = std::thread([p = running.port.get()] { p->run(); });
+    ports.push_back(std::move(running));
+  }
+  ports_ = std::move(ports);
+  if (!failures.empty()) {
+    error = fmt::format("not running after the reload: {}", fmt::join(failures, "; "));
+    return false;
+  }
+  return true;
+}
+
+DaemonStatus Daemon::status() const {
+  sync::MutexLock lock(mutex_);
+  DaemonStatus status;
+  status.ports = ports_.size();
+  for (const RunningPort& running : ports_) {
+    if (running.port->connected()) ++status.connected;
+  }
+  return status;
 }
 
 Port* Daemon::find_port(const std::string& name) const {
-  for (const auto& port : ports_) {
-    if (port->spec().name == name) return port.get();
+  for (const RunningPort& running : ports_) {
+    if (running.port->spec().name == name) return running.port.get();
   }
   return nullptr;
 }
@@ -118,8 +279,9 @@ Port* Daemon::find_port(const std::string& name) const {
 uint16_t Daemon::metrics_port() const noexcept { return metrics_server_ ? metrics_server_->port() : 0; }
 
 std::vector<PortReport> Daemon::reports() const {
+  sync::MutexLock lock(mutex_);
   std::vector<PortReport> reports;
-  for (const auto& port : ports_) reports.push_back(PortReport{port->spec(), port->totals()});
+  for (const RunningPort& running : ports_) reports.push_back(PortReport{running.port->spec(), running.port->totals()});
   return reports;
 }
 

@@ -82,6 +82,7 @@ nlohmann::json Daemon::control(const nlohmann::json& request) {
   const auto cmd = request.find("cmd");
   if (cmd == request.end() || !cmd->is_string()) return error_reply("no \"cmd\" string in the request");
   const std::string& name = cmd->get_ref<const std::string&>();
+  sync::MutexLock lock(mutex_);  // the set of ports may change (reload)
   if (name == "list") return control_list();
   if (name == "stats") return control_stats();
   if (name == "set") return control_set(request);
@@ -90,7 +91,8 @@ nlohmann::json Daemon::control(const nlohmann::json& request) {
 
 nlohmann::json Daemon::control_list() const {
   nlohmann::json ports = nlohmann::json::array();
-  for (const auto& port : ports_) {
+  for (const auto& running : ports_) {
+    const Port* port = running.port.get();
     const PortSpec& spec = port->spec();
     ports.push_back({{"name", spec.name},
                      {"socket", spec.socket_path},
@@ -107,7 +109,8 @@ nlohmann::json Daemon::control_list() const {
 nlohmann::json Daemon::control_stats() const {
   nlohmann::json ports = nlohmann::json::array();
   std::map<std::string, std::vector<std::string>> worker_queues;
-  for (const auto& port : ports_) {
+  for (const auto& running : ports_) {
+    const Port* port = running.port.get();
     const PortSpec& spec = port->spec();
     const PortTotals totals = port->totals();
     nlohmann::json queues = nlohmann::json::array();

@@ -2,6 +2,7 @@
 #include "uvhost/serve/port.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -74,10 +76,26 @@ std::string direction_counters(const PortTotals& t) {
 
 Port::Port(PortSpec spec, int stop_fd, PortEnvironment environment, std::chrono::milliseconds stats_interval)
     : spec_(std::move(spec)),
-      stop_fd_(stop_fd),
+      own_stop_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      stop_watch_(::epoll_create1(EPOLL_CLOEXEC)),
+      stop_fd_(stop_watch_.get()),
       environment_(environment),
       stats_interval_(stats_interval),
-      memory_policy_(spec_.memory_policy) {}
+      memory_policy_(spec_.memory_policy) {
+  if (!own_stop_.valid() || !stop_watch_.valid()) throw std::runtime_error("eventfd/epoll for a port's stop signal");
+  // Level-triggered and never read: once either eventfd is written, the epoll fd stays
+  // readable for every poll() that includes it.
+  for (const int fd : {stop_fd, own_stop_.get()}) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    if (::epoll_ctl(stop_watch_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+      throw std::runtime_error(fmt::format("epoll_ctl for a port's stop signal: {}", std::strerror(errno)));
+    }
+  }
+}
+
+void Port::request_stop() noexcept { (void)::eventfd_write(own_stop_.get(), 1); }
 
 // The datapath goes first (it detaches from the backend and stops its rings), then the
 // backend; the Listener unlinks the socket.

@@ -12,9 +12,13 @@
 // Contract
 // --------
 //  - WorkerPool owns every worker it made; they live until the pool is destroyed,
-//    which must come after every port using them is gone.
+//    which must come after every port using them is gone, or, for a port's own
+//    workers (device, pair), until release() of that port.
 //  - assign() is called at port creation (control thread, before traffic) and returns
 //    one Worker per queue pair. Not thread-safe against itself; workers() neither.
+//  - release(port) destroys the workers assign() made for that port alone (device,
+//    pair; the shared pool stays), joining their threads; the port's datapath must be
+//    gone. A port of the same name may then be assigned again.
 //  - set_enqueue_strategy() applies to every worker (or the one named) at once, live.
 #pragma once
 
@@ -23,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "uvhost/datapath/worker.h"
@@ -42,6 +47,7 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   std::vector<Worker*> assign(const std::string& port, WorkerMapping mapping, uint32_t queue_pairs);
+  void release(const std::string& port);
 
   const std::vector<std::unique_ptr<Worker>>& workers() const noexcept { return workers_; }
   Worker* find(std::string_view name) const noexcept;
@@ -55,6 +61,7 @@ class WorkerPool {
   sync::EnqueueStrategy strategy_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<Worker*> shared_;  // the pool, made on first use
+  std::vector<std::pair<std::string, Worker*>> owned_;  // a port's own workers, by port name
   uint32_t next_shared_ = 0;
 };
 

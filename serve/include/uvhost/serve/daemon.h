@@ -1,5 +1,5 @@
 // daemon.h - `uvhost serve` minus the command line: a set of ports, a thread each,
-// and one way to stop them all.
+// one way to stop them all, and a reload that changes the set port by port.
 //
 // Contract
 // --------
@@ -11,16 +11,33 @@
 //    eventfd write). Each port finishes the burst it is in, stops its device's rings
 //    and closes the connection; wait() joins the threads. The sockets are removed when
 //    the Daemon is destroyed.
-//  - Signals are the caller's business (the CLI blocks SIGINT/SIGTERM in every thread
-//    and waits for them with sigwait, then calls request_stop()).
-//  - reports() after wait(): one entry per port, in the order given.
+//  - reload(ports) applies a new set of ports to the running daemon, port by port
+//    (reload_plan.h matches them by name): a kept port (same keys) is not touched, its
+//    connection and traffic go on; a removed port stops (its connection closes, its
+//    socket is removed, its own workers end); an added port opens and starts; a
+//    restarted port (keys changed) stops, then opens with the new keys. The set is
+//    checked first (finish_ports: names, duplicate sockets) and the added ports whose
+//    socket no departing port holds are opened before anything stops: a bad set, or
+//    a socket that cannot be bound, fails with `error` and changes nothing. A port that
+//    takes over a departing port's socket (or a restarted one) opens after that port
+//    stopped; if it then fails to open, reload() returns false with `error` naming it,
+//    the rest of the new set runs. `plan` (optional) receives what was done (left as it was when nothing was). A switch
+//    port in the new set joins the daemon's switch (made then if it had none; the
+//    --switch-tap uplink is only set at start()). Call it from the thread that called
+//    start(), after it succeeded, not concurrently with wait().
+//  - status(): how many ports run and how many have a frontend; any thread.
+//  - Signals are the caller's business (the CLI blocks SIGINT/SIGTERM/SIGHUP in every
+//    thread and waits for them with sigwait, then calls request_stop() or reload()).
+//  - reports() after wait(): one entry per port, in the order given (after a reload,
+//    the new set's order; a removed port's counters leave with it).
 //  - The daemon owns what ports share: the worker pool (datapath/worker_pool.h; the
 //    `pool` mapping's workers, and every port's own workers), the L2 switch when a port
 //    has backend=switch or a switch tap was asked for, the control socket and the
 //    metrics endpoint (metrics_http.h: the stats reply as Prometheus text; port 0 picks
 //    a free port, which start() logs and metrics_port() tells).
 //  - control(request) answers one control request (the protocol is in
-//    control_server.h); any thread, once start() succeeded.
+//    control_server.h); any thread, once start() succeeded, also during a reload (the
+//    set of ports, the pool and the switch are under one mutex).
 #pragma once
 
 #include <chrono>
@@ -35,6 +52,8 @@
 #include "uvhost/datapath/worker_pool.h"
 #include "uvhost/serve/port.h"
 #include "uvhost/serve/port_spec.h"
+#include "uvhost/serve/reload_plan.h"
+#include "uvhost/sync/thread_annotations.h"
 #include "uvhost/vhost_user/unique_fd.h"
 
 namespace uvhost::serve {
@@ -56,6 +75,11 @@ struct PortReport {
   PortTotals totals;
 };
 
+struct DaemonStatus {
+  size_t ports = 0;      // ports running
+  size_t connected = 0;  // of those, with a frontend
+};
+
 class Daemon {
  public:
   explicit Daemon(std::vector<PortSpec> ports, DaemonOptions options = {});
@@ -63,32 +87,45 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  bool start(std::string& error);
+  bool start(std::string& error) UVHOST_EXCLUDES(mutex_);
   void request_stop() noexcept;
-  void wait();
+  void wait() UVHOST_EXCLUDES(mutex_);
+  bool reload(std::vector<PortSpec> ports, std::string& error, ReloadPlan* plan = nullptr) UVHOST_EXCLUDES(mutex_);
 
-  std::vector<PortReport> reports() const;
+  DaemonStatus status() const UVHOST_EXCLUDES(mutex_);
+  std::vector<PortReport> reports() const UVHOST_EXCLUDES(mutex_);
   uint16_t metrics_port() const noexcept;  // the bound metrics port; 0 without one
-  nlohmann::json control(const nlohmann::json& request);
+  nlohmann::json control(const nlohmann::json& request) UVHOST_EXCLUDES(mutex_);
 
  private:
-  nlohmann::json control_list() const;
-  nlohmann::json control_stats() const;
-  nlohmann::json control_set(const nlohmann::json& request);
-  Port* find_port(const std::string& name) const;
+  struct RunningPort {
+    std::unique_ptr<Port> port;
+    std::thread thread;  // not joinable before the port runs, and after wait()
+  };
 
-  std::vector<PortSpec> specs_;
+  nlohmann::json control_list() const UVHOST_REQUIRES(mutex_);
+  nlohmann::json control_stats() const UVHOST_REQUIRES(mutex_);
+  nlohmann::json control_set(const nlohmann::json& request) UVHOST_REQUIRES(mutex_);
+  Port* find_port(const std::string& name) const UVHOST_REQUIRES(mutex_);
+  // Makes and opens one port (nullptr and `error` on failure, its workers released).
+  std::unique_ptr<Port> open_port(const PortSpec& spec, std::string& error) UVHOST_REQUIRES(mutex_);
+  // Destroys a port whose thread is joined (or never ran), then its own workers.
+  void close_port(std::unique_ptr<Port> port) UVHOST_REQUIRES(mutex_);
+  void release_everything() UVHOST_EXCLUDES(mutex_);
+
+  std::vector<PortSpec> specs_;  // the ports start() opens
   DaemonOptions options_;
+  bool started_ = false;  // start() succeeded (the thread calling start/reload/wait only)
   std::chrono::steady_clock::time_point started_at_;
+  mutable sync::Mutex mutex_;
   // Shared by the ports: made before them, destroyed after them (members are
   // destroyed in reverse order).
-  std::unique_ptr<datapath::WorkerPool> workers_;
-  std::unique_ptr<backends::SwitchHub> switch_hub_;
+  std::unique_ptr<datapath::WorkerPool> workers_ UVHOST_GUARDED_BY(mutex_);
+  std::unique_ptr<backends::SwitchHub> switch_hub_ UVHOST_GUARDED_BY(mutex_);
   vhost_user::UniqueFd stop_fd_;
-  std::vector<std::unique_ptr<Port>> ports_;
-  std::vector<std::thread> threads_;
+  std::vector<RunningPort> ports_ UVHOST_GUARDED_BY(mutex_);
   std::unique_ptr<ControlServer> control_server_;  // first to go: it calls control()
-  std::unique_ptr<MetricsHttpServer> metrics_server_;  // as early: it calls control_stats()
+  std::unique_ptr<MetricsHttpServer> metrics_server_;  // as early: it calls control()
 };
 
 nlohmann::json to_json(const std::vector<PortReport>& reports);

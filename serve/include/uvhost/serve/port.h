@@ -28,7 +28,8 @@
 // Contract
 // --------
 //  - open() then run() on one thread; run() returns when `stop_fd` (an eventfd the
-//    daemon writes once and never reads) becomes readable. On return the device is gone
+//    daemon writes once and never reads: every port stops) becomes readable, or after
+//    request_stop() (this port only: a reload removing it). On return the device is gone
 //    (rings stopped after their last burst was completed and published: the guest's
 //    rings are consistent), every fd of the connection is closed and, in server mode,
 //    the socket is removed when the Port is destroyed.
@@ -61,6 +62,7 @@
 #include "uvhost/datapath/worker_pool.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/vhost_user/connection.h"
+#include "uvhost/vhost_user/unique_fd.h"
 
 namespace uvhost::serve {
 
@@ -100,8 +102,10 @@ class Port {
   // the path can be a socket's (empty or too long fails here, not at every retry).
   bool open(std::string& error);
 
-  // Serves frontends until the stop fd is readable.
+  // Serves frontends until the stop fd is readable or request_stop() was called.
   void run();
+  // Stops this port's run() (now, or as soon as it starts). Any thread; async-signal-safe.
+  void request_stop() noexcept;
 
   const PortSpec& spec() const noexcept { return spec_; }
   PortTotals totals() const;
@@ -130,7 +134,11 @@ class Port {
   int stats_tick();
 
   PortSpec spec_;
-  int stop_fd_;
+  vhost_user::UniqueFd own_stop_;  // eventfd: request_stop(), this port only
+  // An epoll fd over the daemon's stop fd and own_stop_: readable once either is, so
+  // the port's loops watch one fd for both ways of stopping.
+  vhost_user::UniqueFd stop_watch_;
+  int stop_fd_;  // stop_watch_
   PortEnvironment environment_;
   std::chrono::milliseconds stats_interval_;
   std::optional<vhost_user::Listener> listener_;

@@ -88,6 +88,9 @@ struct PortSpec {
   uint32_t burst = 64;
   uint32_t weight_packets = 256;
   uint64_t weight_bytes = 0x80000;
+
+  // Every field equal: a reload keeps such a port untouched (reload_plan.h).
+  friend bool operator==(const PortSpec&, const PortSpec&) = default;
 };
 
 std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& error);
