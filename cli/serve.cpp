@@ -15,7 +15,9 @@
 
 #include "commands.h"
 #include "uvhost/bench/table.h"
+#include "uvhost/serve/backend_program.h"
 #include "uvhost/serve/daemon.h"
+#include "uvhost/serve/inherited_sockets.h"
 
 namespace uvhost::cli {
 namespace {
@@ -29,6 +31,10 @@ struct ServeOptions {
   uint32_t pool_workers = 2;
   std::string enqueue = "lockless";
   std::string switch_tap;
+  // QEMU's backend-program conventions (serve/backend_program.h).
+  std::string socket_path;
+  int fd = -1;
+  bool print_capabilities = false;
 };
 
 void print_summary(const std::vector<serve::PortReport>& reports) {
@@ -51,6 +57,24 @@ void run_serve(const ServeOptions& options) {
 
   std::vector<serve::PortSpec> ports;
   std::string error;
+  if (options.print_capabilities) {
+    std::cout << serve::capabilities_json() << std::endl;
+    return;
+  }
+  const bool conventional = !options.socket_path.empty() || options.fd >= 0;
+  if (conventional) {
+    if (options.ports.size() > 1 || !options.config_path.empty()) {
+      spdlog::error("--socket-path and --fd serve one port: give at most one --port (its keys, without sock=) and no --config");
+      throw CLI::RuntimeError(2);
+    }
+    auto spec = serve::backend_program_port(options.ports.empty() ? "" : options.ports.front(), options.socket_path,
+                                            options.fd, error);
+    if (!spec) {
+      spdlog::error("{}", error);
+      throw CLI::RuntimeError(2);
+    }
+    ports.push_back(std::move(*spec));
+  }
   if (!options.config_path.empty()) {
     auto loaded = serve::load_config_file(options.config_path, error);
     if (!loaded) {
@@ -59,7 +83,7 @@ void run_serve(const ServeOptions& options) {
     }
     ports = std::move(*loaded);
   }
-  for (const std::string& text : options.ports) {
+  for (const std::string& text : conventional ? std::vector<std::string>{} : options.ports) {
     auto spec = serve::parse_port_spec(text, error);
     if (!spec) {
       spdlog::error("{}", error);
@@ -74,6 +98,15 @@ void run_serve(const ServeOptions& options) {
   if (!serve::finish_ports(ports, error)) {
     spdlog::error("{}", error);
     throw CLI::RuntimeError(2);
+  }
+  // Socket activation (systemd): ports adopt the sockets passed to us. Not with --fd,
+  // which names the one socket itself.
+  if (options.fd < 0) {
+    auto inherited = serve::inherited_sockets(error);
+    if (!inherited || !serve::claim_inherited_sockets(ports, *inherited, error)) {
+      spdlog::error("{}", error);
+      throw CLI::RuntimeError(2);
+    }
   }
 
   // Block the stop signals before any thread exists, so every port thread inherits the
@@ -139,6 +172,16 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"locked_wake", "unlock_wake", "lockless"}));
   cmd->add_option("--switch-tap", options->switch_tap,
                   "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink");
+  auto* socket_path = cmd->add_option("--socket-path", options->socket_path,
+                                      "Serve one port listening on this vhost-user socket (QEMU's backend-program "
+                                      "conventions; --port then gives its other keys, without sock=)");
+  cmd->add_option("--fd", options->fd,
+                  "Serve one port on this already-open vhost-user socket: listening (frontends connect to it) or "
+                  "connected (that one frontend); --port gives its other keys")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes(socket_path);
+  cmd->add_flag("--print-capabilities", options->print_capabilities,
+                "Print the backend's capabilities as vhost-user.json defines them ({\"type\": \"net\"}) and exit");
   cmd->callback([options] { run_serve(*options); });
 }
 
