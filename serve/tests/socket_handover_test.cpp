@@ -76,7 +76,7 @@ TEST(SocketHandoverTest, AListeningSocketIsServedAndItsPathLeftToItsCreator) {
     std::string error;
     ASSERT_TRUE(daemon.start(error)) << error;
     // Two frontends one after the other: the adopted socket keeps accepting.
-    for (int round = 0; round < 2; ++round) {
+    for (size_t round = 0; round < 2; ++round) {
       auto frontend = connect(path, error);
       ASSERT_NE(frontend, nullptr) << error;
       send_and_stop(*frontend, frames);
@@ -148,7 +148,7 @@ TEST(SocketHandoverTest, OnlyUnixStreamSocketsThatListenOrAreConnectedAreAccepte
   const int closed = ::dup(idle.get());
   ::close(closed);
   EXPECT_FALSE(vhost_user::inspect_handed_socket(closed, error));
-  EXPECT_NE(error.find(fmt::format("fd {} is not open", closed)), std::string::npos) << error;
+  EXPECT_NE(error.find("fd " + std::to_string(closed) + " is not open"), std::string::npos) << error;
   EXPECT_FALSE(vhost_user::inspect_handed_socket(-1, error));
 
   // What is accepted, and what is learned about it.
