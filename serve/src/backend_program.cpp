@@ -36,8 +36,12 @@ std::optional<PortSpec> backend_program_port(std::string_view keys, const std::s
     if (!handed) return std::nullopt;
     path = handed->bound_path;
   }
-  // parse_port_spec wants a sock=; the placeholder is replaced below.
-  const std::string text = keys.empty() ? std::string("sock=-") : fmt::format("sock=-,{}", keys);
+  // parse_port_spec wants a sock= (and its errors quote it): the path (unless a comma in
+  // it would split the list: any path is fine here), or the fd.
+  const std::string sock = path.empty()                          ? fmt::format("sock=<fd {}>", fd)
+                           : path.find(',') == std::string::npos ? "sock=" + path
+                                                                 : std::string("sock=<--socket-path>");
+  const std::string text = keys.empty() ? sock : fmt::format("{},{}", sock, keys);
   auto spec = parse_port_spec(text, error);
   if (!spec) return std::nullopt;
   spec->socket_path = path;

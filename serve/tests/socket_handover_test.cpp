@@ -197,6 +197,10 @@ TEST(BackendProgramTest, SocketPathGivesOnePortWithTheOtherKeys) {
   EXPECT_EQ(spec->queue_pairs, 2u);
   EXPECT_EQ(spec->socket_fd, -1);
 
+  spec = backend_program_port("backend=loopback", "/run/a,b.sock", -1, error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->socket_path, "/run/a,b.sock") << "a comma in --socket-path is part of the path";
+
   spec = backend_program_port("", "/run/x.sock", -1, error);
   ASSERT_TRUE(spec) << error;
   EXPECT_EQ(spec->backend, BackendKind::kSink);
@@ -206,6 +210,7 @@ TEST(BackendProgramTest, SocketPathGivesOnePortWithTheOtherKeys) {
   EXPECT_FALSE(backend_program_port("queues=2,path=/a", "/run/x.sock", -1, error));
   EXPECT_NE(error.find("without path="), std::string::npos) << error;
   EXPECT_FALSE(backend_program_port("queues=0", "/run/x.sock", -1, error));
+  EXPECT_NE(error.find("sock=/run/x.sock,queues=0"), std::string::npos) << error;
   EXPECT_FALSE(backend_program_port("", "", -1, error));
   EXPECT_NE(error.find("exactly one"), std::string::npos) << error;
 }
