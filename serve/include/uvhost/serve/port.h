@@ -101,7 +101,8 @@ class Port {
 
   // Makes the backend (a tap that cannot be opened fails here) and the datapath, then,
   // in server mode, binds and listens, or takes over spec().socket_fd (refused unless
-  // a Unix stream socket, listening or connected; a client port cannot have one). A socket file left behind by a dead process
+  // a Unix stream socket, listening or connected; a client port cannot have one; once
+  // taken over, the Port closes it). A socket file left behind by a dead process
   // (nobody accepts on it) is replaced; a live one is not. Client mode: only checks that
   // the path can be a socket's (empty or too long fails here, not at every retry).
   bool open(std::string& error);
