@@ -1,11 +1,46 @@
 // main.cpp - the `uvhost` command: parses the subcommand and runs it.
+#include <iostream>
+#include <string_view>
+#include <vector>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "uvhost/serve/backend_program.h"
 #include "uvhost/serve/serve_config.h"
 
+namespace {
+
+// QEMU's vhost-user backend-program conventions want `BINARY --socket-path PATH`,
+// `BINARY --fd N` and `BINARY --print-capabilities` on the program itself, while our
+// daemon is a subcommand. Installed as libexec/uvhost-vhost-user-net, a symlink to this
+// binary (one executable, nothing to keep in sync, no shell in between), the name
+// selects `uvhost serve`. As the conventions ask, --print-capabilities then ignores
+// every other argument.
+std::vector<char*> backend_program_argv(int argc, char** argv, bool& print_capabilities) {
+  std::vector<char*> args(argv, argv + argc);
+  const std::string_view invoked = argc > 0 ? std::string_view(argv[0]) : std::string_view();
+  const std::string_view base = invoked.substr(invoked.rfind('/') + 1);
+  if (base != uvhost::serve::kBackendProgramName) return args;
+  static char serve[] = "serve";
+  args.insert(args.begin() + 1, serve);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--print-capabilities") print_capabilities = true;
+  }
+  return args;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  bool print_capabilities = false;
+  std::vector<char*> args = backend_program_argv(argc, argv, print_capabilities);
+  if (print_capabilities) {
+    std::cout << uvhost::serve::capabilities_json() << std::endl;
+    return 0;
+  }
+
   CLI::App app{
       "uvhost: a userspace vhost-user backend for virtio-net, and the lab that measures\n"
       "its synchronization and notification mechanisms."};
@@ -26,7 +61,7 @@ int main(int argc, char** argv) {
   uvhost::cli::add_bench_command(app);
 
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     // Every subcommand promises 2 for a bad command line; CLI11's own codes are 100 and

@@ -19,8 +19,10 @@
 
 #include "commands.h"
 #include "uvhost/bench/table.h"
+#include "uvhost/serve/backend_program.h"
 #include "uvhost/serve/daemon.h"
 #include "uvhost/serve/direction.h"
+#include "uvhost/serve/inherited_sockets.h"
 #include "uvhost/serve/serve_config.h"
 #include "uvhost/serve/service_notifier.h"
 
@@ -36,6 +38,10 @@ struct ServeOptions {
   CLI::App* command = nullptr;
   bool check_config = false;
   bool print_config = false;
+  // QEMU's backend-program conventions (serve/backend_program.h).
+  std::string socket_path;
+  int fd = -1;
+  bool print_capabilities = false;
 };
 
 [[noreturn]] void refuse(const std::string& message) {
@@ -60,10 +66,22 @@ std::optional<serve::ServeConfig> build_config(const ServeOptions& options, std:
       return std::nullopt;
     }
   }
-  for (const std::string& text : options.ports) {
-    auto spec = serve::parse_port_spec(text, error);
+  if (!options.socket_path.empty() || options.fd >= 0) {
+    // One port, on --socket-path or --fd; a --port gives its other keys.
+    if (options.ports.size() > 1 || !options.config_path.empty()) {
+      error = "--socket-path and --fd serve one port: give at most one --port (its keys, without sock=) and no --config";
+      return std::nullopt;
+    }
+    auto spec = serve::backend_program_port(options.ports.empty() ? "" : options.ports.front(), options.socket_path,
+                                            options.fd, error);
     if (!spec) return std::nullopt;
     config.ports.push_back(std::move(*spec));
+  } else {
+    for (const std::string& text : options.ports) {
+      auto spec = serve::parse_port_spec(text, error);
+      if (!spec) return std::nullopt;
+      config.ports.push_back(std::move(*spec));
+    }
   }
   if (config.ports.empty()) {
     error = "no ports: give --port sock=PATH[,...] or a config file with \"ports\"";
@@ -127,6 +145,10 @@ void print_summary(const std::vector<serve::PortReport>& reports) {
 }
 
 void run_serve(const ServeOptions& options) {
+  if (options.print_capabilities) {
+    std::cout << serve::capabilities_json() << std::endl;
+    return;
+  }
   serve::ServeConfig config = load_config(options);
   // The file's log level, unless the command line gave one (`uvhost --log-level`).
   if (!config.log_level.empty() && options.command->get_parent()->get_option("--log-level")->count() == 0) {
@@ -146,6 +168,14 @@ void run_serve(const ServeOptions& options) {
   if (options.check_config) {
     spdlog::info("configuration ok: {} port{}", config.ports.size(), config.ports.size() == 1 ? "" : "s");
     return;
+  }
+
+  // Socket activation (systemd): ports adopt the sockets passed to us. Not with --fd,
+  // which names the one socket itself.
+  if (options.fd < 0) {
+    std::string error;
+    auto inherited = serve::inherited_sockets(error);
+    if (!inherited || !serve::claim_inherited_sockets(config.ports, *inherited, error)) refuse(error);
   }
 
   // Block the stop and reload signals before any thread exists, so every port thread
@@ -228,6 +258,18 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option(serve::flag_name(key.key), value, std::string(key.help))
         ->type_name(std::string(key.value_name));
   }
+  auto* socket_path = cmd->add_option("--socket-path", options->socket_path,
+                                      "Serve one port listening on this vhost-user socket (QEMU's backend-program "
+                                      "conventions; --port then gives its other keys, without sock=)")
+                          ->type_name("PATH");
+  cmd->add_option("--fd", options->fd,
+                  "Serve one port on this already-open vhost-user socket: listening (frontends connect to it) or "
+                  "connected (that one frontend); --port gives its other keys")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes(socket_path);
+  cmd->add_flag("--print-capabilities", options->print_capabilities,
+                "Print the backend's capabilities as vhost-user.json defines them ({\"type\": \"net\"}) and exit");
   cmd->add_flag("--check-config", options->check_config,
                 "Check the configuration (file and flags) and exit: 0 if it is valid, 2 if not; opens nothing");
   cmd->add_flag("--print-config", options->print_config,

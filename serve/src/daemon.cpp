@@ -7,7 +7,11 @@
 #include "uvhost/serve/metrics_http.h"
 #include "uvhost/serve/stats_format.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <map>
@@ -160,6 +164,16 @@ bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* 
     sync::MutexLock lock(mutex_);
     for (const RunningPort& running : ports_) current.push_back(running.port->spec());
   }
+  // A port on a socket handed to us (--fd, socket activation) keeps it: a reloaded
+  // configuration cannot name those fds, so the new spec takes the running port's.
+  for (PortSpec& spec : next) {
+    for (const PortSpec& running : current) {
+      if (running.name == spec.name && running.socket_fd >= 0 && spec.socket_fd < 0 &&
+          running.socket_path == spec.socket_path) {
+        spec.socket_fd = running.socket_fd;
+      }
+    }
+  }
   const ReloadPlan plan = plan_reload(current, next);
   if (plan.changes_nothing()) {
     if (applied != nullptr) *applied = plan;
@@ -169,6 +183,20 @@ bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* 
   auto listed = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
+  // A restarted port on a handed socket opens on a duplicate of it: the departing port
+  // closes its own. Held here until the new port owns it (closed if it never does).
+  std::map<std::string, vhost_user::UniqueFd> duplicates;
+  for (PortSpec& spec : next) {
+    if (spec.socket_fd < 0 || !listed(plan.restarted, spec.name)) continue;
+    vhost_user::UniqueFd copy(::fcntl(spec.socket_fd, F_DUPFD_CLOEXEC, 0));
+    if (!copy.valid()) {
+      error = fmt::format("{}: cannot duplicate its handed socket (fd {}): {}", spec.name, spec.socket_fd,
+                          std::strerror(errno));
+      return false;
+    }
+    spec.socket_fd = copy.get();
+    duplicates.emplace(spec.name, std::move(copy));
+  }
   auto find_spec = [](const std::vector<PortSpec>& specs, const std::string& name) -> const PortSpec& {
     return *std::find_if(specs.begin(), specs.end(), [&name](const PortSpec& spec) { return spec.name == name; });
   };
@@ -233,6 +261,7 @@ bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* 
       failures.push_back(port_error);
       continue;
     }
+    if (auto copy = duplicates.find(spec.name); copy != duplicates.end()) (void)copy->second.release();  // the port's now
     opened.emplace(spec.name, std::move(port));
   }
   std::vector<RunningPort> ports;

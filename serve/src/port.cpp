@@ -22,6 +22,7 @@
 #include "uvhost/serve/direction.h"
 #include "uvhost/vhost_user/backend_device.h"
 #include "uvhost/vhost_user/features.h"
+#include "uvhost/vhost_user/socket_inspection.h"
 
 namespace uvhost::serve {
 
@@ -104,7 +105,14 @@ Port::~Port() { datapath_.reset(); }
 bool Port::open(std::string& error) {
   // A path no socket can have fails the start in either mode (a client port would
   // otherwise retry it forever).
-  if (spec_.socket_path.empty() || spec_.socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
+  const bool handed_over = spec_.socket_fd >= 0;
+  if (handed_over && spec_.client) {
+    error = fmt::format("{}: a handed-over socket (fd {}) is served, not connected from: client mode does not apply",
+                        spec_.name, spec_.socket_fd);
+    return false;
+  }
+  if (!handed_over &&
+      (spec_.socket_path.empty() || spec_.socket_path.size() >= sizeof(sockaddr_un::sun_path))) {
     error = fmt::format("{}: socket path '{}' is empty or longer than {} bytes", spec_.name, spec_.socket_path,
                         sizeof(sockaddr_un::sun_path) - 1);
     return false;
@@ -123,6 +131,7 @@ bool Port::open(std::string& error) {
         options, *backend_, environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs));
   }
   if (spec_.client) return true;
+  if (handed_over) return adopt_socket(error);
   vhost_user::Listener::Options options;
   options.mode = spec_.socket_mode;
   options.replace_stale = is_stale_socket(spec_.socket_path);
@@ -131,6 +140,24 @@ bool Port::open(std::string& error) {
   if (!listener_) {
     error = fmt::format("{}: {}", spec_.name, error);
     return false;
+  }
+  return true;
+}
+
+bool Port::adopt_socket(std::string& error) {
+  auto handed = vhost_user::inspect_handed_socket(spec_.socket_fd, error);
+  if (!handed) {
+    error = fmt::format("{}: {}", spec_.name, error);
+    return false;
+  }
+  vhost_user::UniqueFd socket(spec_.socket_fd);  // ours from here on
+  if (handed->listening) {
+    listener_ = vhost_user::Listener::adopt(std::move(socket), handed->bound_path);
+    spdlog::info("{}: serving the listening socket handed over as fd {} {}", spec_.name, spec_.socket_fd,
+                 handed->bound_path);
+  } else {
+    handed_connection_.emplace(std::move(socket));
+    spdlog::info("{}: serving the connection handed over as fd {}", spec_.name, spec_.socket_fd);
   }
   return true;
 }
@@ -177,6 +204,17 @@ void Port::run() {
   // doubling delay as failed attempts; a longer one resets it.
   auto pause = std::chrono::milliseconds{0};
   while (!stop_requested()) {
+    if (!spec_.client && handed_connection_) {
+      Connection connection = std::move(*handed_connection_);
+      handed_connection_.reset();
+      serve(std::move(connection));
+      spdlog::info("{}: the handed-over connection was the port's only one: idle until the daemon stops", spec_.name);
+      continue;
+    }
+    if (!spec_.client && !listener_) {
+      (void)wait_for(-1, stats_tick());  // nothing to serve: wait for the stop
+      continue;
+    }
     if (!spec_.client) {
       if (auto connection = accept_frontend()) serve(std::move(*connection));
       continue;

@@ -340,7 +340,9 @@ std::string_view to_string(BackendKind kind) noexcept {
 
 std::string describe(const PortSpec& spec) {
   return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}, poll {}, burst {}, weight {})",
-                     spec.name, spec.client ? "client of" : "listening on", spec.socket_path, spec.queue_pairs,
+                     spec.name, spec.client ? "client of" : "listening on",
+                     spec.socket_fd < 0 ? spec.socket_path : fmt::format("fd {} {}", spec.socket_fd, spec.socket_path),
+                     spec.queue_pairs,
                      spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend),
                      spec.mtu ? fmt::format(" mtu {}", *spec.mtu) : std::string(), sync::to_string(spec.memory_policy),
                      datapath::to_string(spec.workers), datapath::describe(spec.poll), spec.burst,

@@ -55,6 +55,11 @@
 #                 TCP retransmits, D-SACKs and out-of-order arrivals printed, not checked
 #                 (the switch keeps each flow on one receive queue, so none should come
 #                 out of order, but a few spurious retransmits remain: README)
+#   fd-handover  13. started as a launcher starts a backend program (QEMU's
+#                 vhost-user conventions, as libvirt or systemd do): the launcher binds
+#                 and listens on the socket and execs `uvhost serve --fd 10 --port
+#                 backend=tap,...` with it (tests/interop/handover.py); QEMU connects to
+#                 the path: link + ping; uvhost leaves the socket file (the launcher's)
 #   stats    7. `uvhost ctl stats --json` sampled during the guest's ping + iperf:
 #                 the port's counters grow while it runs; at the end they add up with the
 #                 guest's /sys/class/net/eth0/statistics, the tap backend's counters and
@@ -74,12 +79,12 @@ while (($#)); do
     --count) count=$2; shift 2 ;;
     --interval) interval=$2; shift 2 ;;
     --secs) secs=$2; shift 2 ;;
-    smoke | basic | switch | sockets | restart | stats | offload | mq | switch-tso | switch-mixed | switch-mq) case_name=$1; shift ;;
+    smoke | basic | switch | sockets | restart | stats | offload | mq | switch-tso | switch-mixed | switch-mq | fd-handover) case_name=$1; shift ;;
     *) echo "qemu_test.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
 [[ -x $uvhost && -n $case_name && $count =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ ]] ||
-  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats|offload|mq|switch-tso|switch-mixed|switch-mq [--count N] [--interval S] [--secs N]" >&2; exit 64; }
+  { echo "usage: qemu_test.sh --uvhost PATH smoke|basic|switch|sockets|restart|stats|offload|mq|switch-tso|switch-mixed|switch-mq|fd-handover [--count N] [--interval S] [--secs N]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 ilib_init "qemu-$case_name"
 echo "# $(date -u +'%F %T') case $case_name; load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -395,6 +400,26 @@ case_sockets() {
   ilib_serve_stop srv
 }
 
+case_fd_handover() {
+  local sock=$dir/handed.sock real=$uvhost
+  ilib_netns_create qemu || return 0
+  # The launcher: binds and listens on $sock as fd 10, then execs uvhost with --fd 10.
+  printf '#!/bin/sh\nexec python3 %q listen %q 10 -- %q "$@" --fd 10\n' \
+    "$HERE/../interop/handover.py" "$sock" "$real" >"$dir/launcher"
+  chmod +x "$dir/launcher"
+  tap=uvq$$fd
+  uvhost=$dir/launcher
+  ilib_serve_start serve -- --control "$ctl" --port "backend=tap,tap=$tap,name=p0" || { uvhost=$real; return 0; }
+  uvhost=$real
+  grep -q "p0: serving the listening socket handed over as fd 10 $sock" "$dir/serve.log" ||
+    fail "uvhost did not adopt the launcher's socket: $(grep p0 "$dir/serve.log" | head -n 3)"
+  qlib_tap_up "$tap" "$host_ip" || return 0
+  boot_and_check g "$sock" link,ping
+  show_connection serve 1 || true
+  ilib_serve_stop serve
+  [[ -S $sock ]] || fail "uvhost removed the socket the launcher made"
+}
+
 case_restart() {
   local sock=$dir/vu.sock
   ilib_netns_create qemu || return 0
@@ -655,6 +680,7 @@ run() {
     switch-tso) case_switch_offload 0 ;;
     switch-mixed) case_switch_offload 1 ;;
     switch-mq) case_switch_mq ;;
+    fd-handover) case_fd_handover ;;
   esac
 }
 

@@ -241,13 +241,16 @@ std::optional<Listener> Listener::bind(const std::string& path, const Options& o
 }
 
 Listener::Listener(Listener&& other) noexcept
-    : socket_(std::move(other.socket_)), path_(std::exchange(other.path_, std::string())) {}
+    : socket_(std::move(other.socket_)),
+      path_(std::exchange(other.path_, std::string())),
+      owns_path_(other.owns_path_) {}
 
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
     close_and_unlink();
     socket_ = std::move(other.socket_);
     path_ = std::exchange(other.path_, std::string());
+    owns_path_ = other.owns_path_;
   }
   return *this;
 }
@@ -255,7 +258,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
 Listener::~Listener() { close_and_unlink(); }
 
 void Listener::close_and_unlink() noexcept {
-  if (!path_.empty()) (void)::unlink(path_.c_str());
+  if (owns_path_ && !path_.empty()) (void)::unlink(path_.c_str());
   path_.clear();
   socket_.reset();
 }

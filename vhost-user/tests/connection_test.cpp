@@ -104,6 +104,31 @@ TEST(ConnectionTest, ListenerIsPrivateAndUnlinksItsPath) {
   EXPECT_NE(::access(path.c_str(), F_OK), 0);  // unlinked
 }
 
+// A socket someone else bound (a launcher, systemd), taken over: it accepts the same
+// way, also after being moved, and its path stays when the Listener goes.
+TEST(ConnectionTest, AnAdoptedListenerAcceptsAndNeverUnlinks) {
+  const std::string path = socket_path("adopt");
+  std::string error;
+  auto bound = Listener::bind(path, error);
+  ASSERT_TRUE(bound) << error;
+  const int fd = ::dup(bound->fd());  // the "launcher's" socket: same file, other fd
+  ASSERT_GE(fd, 0);
+  {
+    Listener adopted = Listener::adopt(UniqueFd(fd), path);
+    EXPECT_FALSE(adopted.owns_path());
+    Listener moved = std::move(adopted);
+    auto client = connect_unix(path, error);
+    ASSERT_TRUE(client) << error;
+    auto server = moved.accept(std::chrono::milliseconds(1000), error);
+    ASSERT_TRUE(server) << error;
+    ASSERT_TRUE(client->send(encode(Request::kGetFeatures, 0, Payload{})).ok);
+    EXPECT_EQ(server->receive().message.header.request, 1u);
+  }
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0) << "an adopted Listener unlinked its path";
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the adopted fd was not closed";
+  EXPECT_TRUE(bound->owns_path());
+}
+
 TEST(ConnectionTest, ReplaceStaleRemovesOnlySockets) {
   const std::string path = socket_path("stale");
   // A socket file left behind by a crashed process: bound, never unlinked.

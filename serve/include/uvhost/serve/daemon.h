@@ -23,7 +23,9 @@
 //    stopped; if it then fails to open, reload() returns false with `error` naming it,
 //    the rest of the new set runs. `plan` (optional) receives what was done (left as it was when nothing was). A switch
 //    port in the new set joins the daemon's switch (made then if it had none; the
-//    --switch-tap uplink is only set at start()). Call it from the thread that called
+//    --switch-tap uplink is only set at start()). A port on a handed socket (--fd,
+//    socket activation: PortSpec::socket_fd) keeps it across reloads, restarted or not.
+//    Call it from the thread that called
 //    start(), after it succeeded, not concurrently with wait().
 //  - status(): how many ports run and how many have a frontend; any thread.
 //  - Signals are the caller's business (the CLI blocks SIGINT/SIGTERM/SIGHUP in every

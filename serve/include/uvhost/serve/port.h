@@ -18,6 +18,12 @@
 //     disconnection, until the daemon stops; a connection that ended within a second
 //     delays the next attempt the same way (a frontend that hangs up on us at once
 //     must not make us spin).
+//   - a handed-over socket (PortSpec::socket_fd: `--fd`, systemd's LISTEN_FDS): a
+//     listening one is served like a socket we bound, except that nothing is unlinked
+//     (the path is its creator's); a connected one (a launcher's socketpair end) is
+//     that one frontend: once it goes, the port has nothing left to serve and idles
+//     until the daemon stops (the launcher ends us with SIGTERM, as QEMU's
+//     backend-program conventions have it).
 //   The stale-socket probe of open() is a real connect(): a live daemon on that path
 //   sees a frontend come and go (and refuses to give the path up).
 //  The port's thread is the device's control thread: one poll() over the stop fd, the
@@ -97,7 +103,9 @@ class Port {
   Port& operator=(const Port&) = delete;
 
   // Makes the backend (a tap that cannot be opened fails here) and the datapath, then,
-  // in server mode, binds and listens. A socket file left behind by a dead process
+  // in server mode, binds and listens, or takes over spec().socket_fd (refused unless
+  // a Unix stream socket, listening or connected; a client port cannot have one; once
+  // taken over, the Port closes it). A socket file left behind by a dead process
   // (nobody accepts on it) is replaced; a live one is not. Client mode: only checks that
   // the path can be a socket's (empty or too long fails here, not at every retry).
   bool open(std::string& error);
@@ -120,6 +128,7 @@ class Port {
   void set_memory_policy(sync::GuardPolicy policy) noexcept { memory_policy_.store(policy, std::memory_order_relaxed); }
 
  private:
+  bool adopt_socket(std::string& error);
   std::optional<vhost_user::Connection> accept_frontend();
   std::optional<vhost_user::Connection> connect_to_frontend();
   void serve(vhost_user::Connection connection);
@@ -142,6 +151,7 @@ class Port {
   PortEnvironment environment_;
   std::chrono::milliseconds stats_interval_;
   std::optional<vhost_user::Listener> listener_;
+  std::optional<vhost_user::Connection> handed_connection_;  // a connected socket_fd, until served
   std::unique_ptr<backends::PortBackend> backend_;
   std::unique_ptr<datapath::DeviceDatapath> datapath_;  // after backend_: destroyed first
   // Read by the control socket's thread: relaxed atomics (reporting only).

@@ -72,6 +72,11 @@ std::string_view to_string(BackendKind kind) noexcept;
 struct PortSpec {
   std::string name;
   std::string socket_path;
+  // An already-open socket to serve instead of binding socket_path (--fd, systemd's
+  // LISTEN_FDS; see inherited_sockets.h): listening or connected, checked by
+  // Port::open(), which takes it over (closes it when the port goes; never unlinks
+  // socket_path, which then only names the socket). -1: none. Not a config-file key.
+  int socket_fd = -1;
   bool client = false;
   uint32_t queue_pairs = 1;
   BackendKind backend = BackendKind::kSink;

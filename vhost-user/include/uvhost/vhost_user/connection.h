@@ -19,6 +19,9 @@
 //  - After any kError the stream is out of sync: the caller must close the connection.
 //  - Listener: binds a path, chmods it (0600 by default: only our user may connect),
 //    listens, accepts with SOCK_CLOEXEC, and unlinks the path when destroyed.
+//    Listener::adopt() takes a socket someone else bound and listens on (a launcher's
+//    --fd, systemd's socket activation): it accepts the same way and never unlinks
+//    anything (the path belongs to whoever created it).
 //
 //  What it trusts and what not
 //  - Trusts nothing the peer sends. Does not judge message contents (message.h does).
@@ -102,17 +105,26 @@ class Listener {
     return bind(path, Options{}, error);
   }
 
+  // Takes over `socket`, which must already listen (socket_inspection.h checks that).
+  // `path` names it in logs (its bound path, or empty); it is never unlinked.
+  static Listener adopt(UniqueFd socket, std::string path) noexcept {
+    Listener listener(std::move(socket), std::move(path));
+    listener.owns_path_ = false;
+    return listener;
+  }
+
   Listener(Listener&& other) noexcept;
   Listener& operator=(Listener&& other) noexcept;
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
-  ~Listener();  // closes the socket and unlinks the path
+  ~Listener();  // closes the socket and unlinks the path (bind() only, not adopt())
 
   // Waits up to `timeout` for a frontend; nullopt on timeout or error (error filled).
   std::optional<Connection> accept(std::chrono::milliseconds timeout, std::string& error);
 
   const std::string& path() const noexcept { return path_; }
   int fd() const noexcept { return socket_.get(); }
+  bool owns_path() const noexcept { return owns_path_; }
 
  private:
   Listener(UniqueFd socket, std::string path) noexcept : socket_(std::move(socket)), path_(std::move(path)) {}
@@ -120,6 +132,7 @@ class Listener {
 
   UniqueFd socket_;
   std::string path_;
+  bool owns_path_ = true;  // bound by us: unlinked on close
 };
 
 // Is someone accepting on the Unix socket at `path`? One non-blocking connect():
