@@ -93,9 +93,10 @@ void run_bench(BenchOptions& o) {
     fmt::print(stderr, "uvhost bench: {}\n", e.what());
     throw CLI::RuntimeError(1);
   }
-  fmt::print("\ncells: mean ±95% CI half-width over {} runs; cores = CPU seconds / window seconds; per CPU-s = "
+  fmt::print("\ncells: {}; cores = CPU seconds / window seconds; per CPU-s = "
              "transactions (rr) or packets per CPU-second of both sides\n",
-             o.runs);
+             o.runs < 2 ? std::string("one run per point, so no interval (--runs 2 or more gives 95% CIs)")
+                        : fmt::format("mean ±95% CI half-width over {} runs", o.runs));
   bench::sweep_table(sweep).print(std::cout);
 
   if (!o.json_path.empty()) {

@@ -1,5 +1,6 @@
 // main.cpp - the `uvhost` command: parses the subcommand and runs it.
 #include <iostream>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,19 @@ std::vector<char*> backend_program_argv(int argc, char** argv, bool& print_capab
   return args;
 }
 
+// When the command line names no known subcommand but has a word where one goes:
+// "unknown subcommand 'bogus' (version, serve, ctl, lab, bench)". Empty otherwise.
+std::string unknown_subcommand(const CLI::App& app) {
+  if (!app.get_subcommands().empty()) return {};
+  for (const std::string& word : app.remaining()) {
+    if (word.empty() || word.front() == '-') continue;
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands({})) known += (known.empty() ? "" : ", ") + sub->get_name();
+    return "unknown subcommand '" + word + "' (" + known + ")";
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,11 +59,15 @@ int main(int argc, char** argv) {
       "uvhost: a userspace vhost-user backend for virtio-net, and the lab that measures\n"
       "its synchronization and notification mechanisms."};
   app.require_subcommand(1);
+  // Inherited by every subcommand made after this: the global options (--log-level) may
+  // come after the subcommand too, and every --help shows each option's default.
+  app.fallthrough();
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("uvhost ") + UVHOST_VERSION);
   // Logs go to stderr in every subcommand: stdout carries results only (commands.h).
   spdlog::set_default_logger(spdlog::stderr_color_mt("uvhost"));
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+  app.add_option("--log-level", log_level, "trace, debug, info, warn (or warning), error, critical, off")
       ->check(CLI::IsMember(
           std::vector<std::string>(std::begin(uvhost::serve::kLogLevels), std::end(uvhost::serve::kLogLevels))));
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
@@ -63,6 +81,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
+    if (std::string unknown = unknown_subcommand(app); !unknown.empty()) {
+      std::cerr << unknown << "\nRun with --help for more information.\n";
+      return uvhost::cli::kExitUsage;
+    }
     const int code = app.exit(e);
     // Every subcommand promises 2 for a bad command line; CLI11's own codes are 100 and
     // up (a callback's CLI::RuntimeError carries its code as is).

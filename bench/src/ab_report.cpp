@@ -19,9 +19,7 @@ std::string side_name(const Config& config, const char* letter) {
   return config.label.empty() || config.label == letter ? std::string() : config.label + ": ";
 }
 
-std::string mean_ci(const Summary& s) {
-  return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half));
-}
+std::string mean_ci(const Summary& s) { return si_with_ci(s); }
 
 std::string pair_of(const Summary& a, const Summary& b, int decimals) {
   return fmt::format("{:.{}f}/{:.{}f}", a.mean, decimals, b.mean, decimals);

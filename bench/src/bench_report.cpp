@@ -63,9 +63,9 @@ PointSummary summarize_point(Workload workload, const std::vector<RunResult>& ru
 
 namespace {
 
-std::string cell(const Summary& s) { return with_ci(s.mean, s.ci95_half); }
+std::string cell(const Summary& s) { return with_ci(s); }
 
-std::string si_cell(const Summary& s) { return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half)); }
+std::string si_cell(const Summary& s) { return si_with_ci(s); }
 
 nlohmann::json summary_json(const Summary& s) {
   return {{"n", s.n},         {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},

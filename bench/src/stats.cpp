@@ -85,4 +85,23 @@ std::string with_ci(double value, double half, const char* unit) {
   return fmt::format("{}{} ±{}", significant(value, 3), unit, significant(half, 2));
 }
 
+namespace {
+constexpr const char* kNoInterval = " (1 run)";
+}  // namespace
+
+std::string si_with_ci(const Summary& s) {
+  if (s.n < 2) return si(s.mean) + kNoInterval;
+  return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half));
+}
+
+std::string with_ci(const Summary& s, const char* unit) {
+  if (s.n < 2) return fmt::format("{}{}{}", significant(s.mean, 3), unit, kNoInterval);
+  return with_ci(s.mean, s.ci95_half, unit);
+}
+
+std::string si_with_relative_ci(const Summary& s) {
+  if (s.n < 2) return si(s.mean) + kNoInterval;
+  return fmt::format("{} ±{:.0f}%", si(s.mean), 100 * s.relative_ci());
+}
+
 }  // namespace uvhost::bench

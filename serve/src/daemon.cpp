@@ -104,7 +104,6 @@ bool Daemon::start(std::string& error) {
     control_server_ = ControlServer::open(
         options_.control_path, [this](const nlohmann::json& request) { return control(request); }, error);
     if (!control_server_) {
-      error = fmt::format("control socket {}: {}", options_.control_path, error);
       release_everything();
       return false;
     }

@@ -35,7 +35,7 @@ constexpr DaemonKey kDaemonKeys[] = {
      "none"},
     {"stats_interval", "SECONDS", "Log each port's counters every SECONDS (0: off, the default)"},
     {"summary_json", "FILE", "On exit, also write each port's counters here as JSON; empty: no file"},
-    {"log_level", "LEVEL", "trace, debug, info, warn, error, off (default: uvhost --log-level)", false},
+    {"log_level", "LEVEL", "trace, debug, info, warn (or warning), error, critical, off (default: uvhost --log-level)", false},
 };
 
 constexpr double kMaxStatsIntervalS = 86400;

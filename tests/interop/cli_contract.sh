@@ -150,5 +150,41 @@ grep -q "\[info\]" "$dir/serve.log" && fail "log_level warn from the file, but i
 "$uvhost" --log-level info serve --config "$dir/full.json" --check-config 2>"$dir/check.log" >/dev/null
 grep -q "configuration ok: 2 ports" "$dir/check.log" || fail "--log-level info did not override the file: $(cat "$dir/check.log")"
 
+# ---- 5. the messages a person reads
+# An unknown subcommand is named, with the known ones.
+"$uvhost" bogus >"$dir/out" 2>"$dir/err"
+rc=$?
+((rc == 2)) || fail "uvhost bogus exited $rc"
+grep -q "unknown subcommand 'bogus' (version, serve, ctl, lab, bench)" "$dir/err" ||
+  fail "uvhost bogus does not name the subcommand: $(cat "$dir/err")"
+# Global options after the subcommand, and the level names the log itself prints.
+expect 0 serve --port "sock=$dir/g.sock" --log-level warning --check-config
+expect 0 version --log-level critical
+# Every default is shown in --help.
+"$uvhost" bench --help | grep -q -- '--runs INT:INT in \[1 - 1000\]=3' || fail "bench --help shows no default for --runs"
+# A control socket in a missing directory: its path once, then the reason.
+expect 1 serve --port "sock=$dir/m.sock" --control "$dir/missing/ctl.sock"
+n=$(grep -o "control socket $dir/missing/ctl.sock" "$dir/err" | wc -l)
+((n == 1)) || fail "the control socket's path appears $n times in: $(cat "$dir/err")"
+[[ -e $dir/m.sock ]] && fail "the port's socket was left behind after a failed start"
+# A second daemon on a live daemon's socket is refused, and the first sees no phantom
+# frontend (the stale-socket check does not connect to a listener it can see).
+"$uvhost" serve --port "sock=$dir/live.sock" --control "$dir/live.ctl" 2>"$dir/live.err" &
+SERVE_PID=$!
+for _ in $(seq 100); do [[ -S $dir/live.ctl ]] && break; sleep 0.05; done
+expect 1 serve --port "sock=$dir/live.sock"
+grep -q "Address already in use" "$dir/err" || fail "the second daemon's reason: $(cat "$dir/err")"
+"$uvhost" ctl --socket "$dir/live.ctl" stats --json >"$dir/live.json" || fail "ctl stats on the first daemon"
+conns=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ports"][0]["connections"])' "$dir/live.json")
+[[ $conns == 0 ]] || fail "the first daemon counted $conns connection(s) from the second one's probe"
+grep -qi "frontend connected\|connection 1" "$dir/live.err" && fail "the first daemon logged a phantom frontend"
+kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null; SERVE_PID=""
+# One run gives no interval, and the table says so instead of printing ±0.
+"$uvhost" bench --workloads rr --sizes 64 --runs 1 --seconds 0.1 --warmup 0.05 >"$dir/bench.out" 2>/dev/null ||
+  fail "bench --runs 1 failed"
+grep -q "no interval" "$dir/bench.out" || fail "bench --runs 1 does not say there is no interval"
+grep -q "±0" "$dir/bench.out" && fail "bench --runs 1 prints ±0"
+echo "ok: messages (unknown subcommand, global options after it, defaults, control socket path, no phantom probe, one-run tables)"
+
 if ((failed)); then exit 1; fi
 echo "cli_contract: all checks passed"

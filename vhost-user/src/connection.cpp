@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -319,7 +323,35 @@ std::optional<Connection> connect_with_backoff(const std::string& path, const Ba
   }
 }
 
+bool listed_as_listening(const std::string& path) noexcept {
+  try {
+    std::ifstream table("/proc/net/unix");
+    if (!table) return false;
+    char resolved_path[PATH_MAX];
+    const bool resolvable = ::realpath(path.c_str(), resolved_path) != nullptr;
+    std::string line;
+    std::getline(table, line);  // "Num RefCount Protocol Flags Type St Inode Path"
+    while (std::getline(table, line)) {
+      std::istringstream fields(line);
+      std::string slot, refcount, protocol, flags, type, state, inode, bound;
+      if (!(fields >> slot >> refcount >> protocol >> flags >> type >> state >> inode >> bound)) continue;
+      constexpr unsigned long kAcceptingConnections = 0x10000;  // __SO_ACCEPTCON: listen() was called
+      if (type != "0001" || (std::stoul(flags, nullptr, 16) & kAcceptingConnections) == 0) continue;
+      if (bound == path) return true;
+      char resolved_bound[PATH_MAX];
+      if (resolvable && ::realpath(bound.c_str(), resolved_bound) != nullptr &&
+          std::strcmp(resolved_bound, resolved_path) == 0) {
+        return true;
+      }
+    }
+  } catch (const std::exception&) {
+    // A line we cannot read: not listed, the connect() probe decides.
+  }
+  return false;
+}
+
 int probe_unix_socket(const std::string& path) noexcept {
+  if (listed_as_listening(path)) return 0;
   UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!probe.valid()) return errno;
   sockaddr_un address{};

@@ -464,8 +464,7 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
     if (last_threads != -1 && p.threads != last_threads) table.add_separator();
     last_threads = p.threads;
     std::vector<std::string> row = point_cells(p);
-    row.push_back(fmt::format("{} ±{:.0f}%", si(dp.items_per_s_summary.mean),
-                              100 * dp.items_per_s_summary.relative_ci()));
+    row.push_back(si_with_relative_ci(dp.items_per_s_summary));
     if (!pool) {
       row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
       row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));

@@ -235,9 +235,9 @@ std::vector<std::string> point_cells(const DelegationPoint& p) {
   const bool baseline = p.lock == "std::mutex";
   return {std::to_string(p.threads),
           p.lock,
-          fmt::format("{} ±{:.0f}%", si(ops.mean), 100 * ops.relative_ci()),
-          with_ci(p.ns_per_cs_summary.mean, p.ns_per_cs_summary.ci95_half),
-          with_ci(p.cpu_ns_per_cs_summary.mean, p.cpu_ns_per_cs_summary.ci95_half),
+          si_with_relative_ci(ops),
+          with_ci(p.ns_per_cs_summary),
+          with_ci(p.cpu_ns_per_cs_summary),
           fmt::format("{:.2f}", p.cores_summary.mean),
           fmt::format("{:.2f}", p.fairness_summary.mean),
           baseline ? std::string("baseline") : ratio_text(p.vs_mutex),

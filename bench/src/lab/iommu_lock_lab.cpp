@@ -235,8 +235,6 @@ constexpr Field kFields[] = {
     {"writer_cpu_pct", &IommuRunSample::writer_cpu_pct, &IommuLockLabCell::writer_cpu_pct},
 };
 
-// "12.3 M ±1.2 M": large counts and rates.
-std::string si_with_ci(const Summary& s) { return fmt::format("{} ±{}", si(s.mean), si(s.ci95_half)); }
 
 std::string mix_label(const IommuLockLabConfig& config, IommuMix mix) {
   return mix == IommuMix::kMixed ? fmt::format("{}:1", config.reads_per_update) : "read-only";

@@ -53,5 +53,11 @@ std::string si(double value);
 std::string significant(double value, int digits);
 // "1.234 +- 0.05" style for tables: value and CI half-width, 3 significant digits.
 std::string with_ci(double value, double half, const char* unit = "");
+// A summary's cell: "12.3 M ±1.2 M" (si) or "0.532 ±0.021" (significant digits); with
+// one run there is no interval, and the cell says so: "12.3 M (1 run)".
+std::string si_with_ci(const Summary& s);
+std::string with_ci(const Summary& s, const char* unit = "");
+// The relative form: "12.3 M ±4%", or "12.3 M (1 run)".
+std::string si_with_relative_ci(const Summary& s);
 
 }  // namespace uvhost::bench

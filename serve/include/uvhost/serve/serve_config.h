@@ -46,7 +46,9 @@ struct ServeConfig {
 };
 
 // The log levels, by name (spdlog's), for log_level and `uvhost --log-level`.
-inline constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+// "warning" is how the log prints warn; "critical" spdlog's level above error.
+inline constexpr std::string_view kLogLevels[] = {"trace", "debug", "info",     "warn",
+                                                  "warning", "error", "critical", "off"};
 
 // One daemon setting.
 struct DaemonKey {

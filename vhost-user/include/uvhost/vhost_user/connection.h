@@ -135,11 +135,18 @@ class Listener {
   bool owns_path_ = true;  // bound by us: unlinked on close
 };
 
-// Is someone accepting on the Unix socket at `path`? One non-blocking connect():
-// 0 = yes (a live listener; it sees a client come and go), ECONNREFUSED = a socket
+// Is someone accepting on the Unix socket at `path`? 0 = yes, ECONNREFUSED = a socket
 // file nobody listens on (left by a dead process: safe to replace), EAGAIN = a live
 // listener with a full backlog, any other errno = cannot tell (missing, not a socket).
+// A listener of this network namespace is found in /proc/net/unix without touching it;
+// only when none is listed there (one in another namespace may still hold the file)
+// does one non-blocking connect() ask, which such a listener sees as a client that
+// comes and goes.
 int probe_unix_socket(const std::string& path) noexcept;
+
+// Does /proc/net/unix list a listening stream socket bound to `path` (the same string,
+// or the same file once both are resolved)? False when it cannot be read.
+bool listed_as_listening(const std::string& path) noexcept;
 
 // Client mode: one attempt.
 std::optional<Connection> connect_unix(const std::string& path, std::string& error);
