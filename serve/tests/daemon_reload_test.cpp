@@ -100,10 +100,10 @@ TEST(DaemonReloadTest, AKeptPortsConnectionAndTrafficGoOn) {
   const PortReport* on_a = report_of(reports, "a");
   ASSERT_NE(on_a, nullptr);
   EXPECT_EQ(on_a->totals.connections, 1u);  // never dropped
-  EXPECT_EQ(on_a->totals.tx_packets, before.size() + after.size());
-  EXPECT_EQ(on_a->totals.rx_packets, before.size() + after.size());
-  EXPECT_EQ(on_a->totals.tx_bytes, total_bytes(before) + total_bytes(after));
-  EXPECT_EQ(report_of(reports, "c")->totals.tx_packets, 10u);
+  EXPECT_EQ(on_a->totals.from_guest_packets, before.size() + after.size());
+  EXPECT_EQ(on_a->totals.to_guest_packets, before.size() + after.size());
+  EXPECT_EQ(on_a->totals.from_guest_bytes, total_bytes(before) + total_bytes(after));
+  EXPECT_EQ(report_of(reports, "c")->totals.from_guest_packets, 10u);
 }
 
 TEST(DaemonReloadTest, AChangedPortRestartsWithItsNewKeys) {
@@ -163,7 +163,7 @@ TEST(DaemonReloadTest, ABadSetChangesNothing) {
   const auto reports = stop_and_report(daemon);
   EXPECT_EQ(names_of(reports), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(reports[0].totals.connections, 1u);
-  EXPECT_EQ(reports[0].totals.tx_packets, 20u);
+  EXPECT_EQ(reports[0].totals.from_guest_packets, 20u);
 }
 
 TEST(DaemonReloadTest, ANewPortMayTakeARemovedPortsSocket) {

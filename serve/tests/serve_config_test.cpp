@@ -104,7 +104,7 @@ TEST(ServeConfigTest, BadDaemonValuesAreRefused) {
                  "switch_tap 'a-name-far-too-long' is not an interface name");
   expect_refused(R"({"switch_tap": "a/b"})", "switch_tap 'a/b'");
   expect_refused(R"({"log_level": "loud"})",
-                 "log_level 'loud' unknown (trace, debug, info, warn, error, off)");
+                 "log_level 'loud' unknown (trace, debug, info, warn, warning, error, critical, off)");
   expect_refused(R"({"control": ["/a"]})", "'control' has a value of the wrong type (array)");
   expect_refused(R"({"control": null})", "'control' has a value of the wrong type (null)");
   expect_refused(R"({"ports": [{"sock": "/a"}, {"sock": "/b", "queues": 0}]})", "ports[1]: queues '0'");

@@ -55,7 +55,7 @@ bool wait_for_tx_packets(Daemon& daemon, uint64_t packets) {
   while (Clock::now() < deadline) {
     const auto reports = daemon.reports();
     const bool connected = daemon.control({{"cmd", "list"}}).at("ports").at(0).at("connected").get<bool>();
-    if (!reports.empty() && reports[0].totals.tx_packets >= packets && !connected) return true;
+    if (!reports.empty() && reports[0].totals.from_guest_packets >= packets && !connected) return true;
     ::usleep(10000);
   }
   return false;
@@ -85,8 +85,8 @@ TEST(SocketHandoverTest, AListeningSocketIsServedAndItsPathLeftToItsCreator) {
     const auto reports = stop_and_report(daemon);
     ASSERT_EQ(reports.size(), 1u);
     EXPECT_EQ(reports[0].totals.connections, 2u);
-    EXPECT_EQ(reports[0].totals.tx_packets, 2 * frames.size());
-    EXPECT_EQ(reports[0].totals.tx_bytes, 2 * total_bytes(frames));
+    EXPECT_EQ(reports[0].totals.from_guest_packets, 2 * frames.size());
+    EXPECT_EQ(reports[0].totals.from_guest_bytes, 2 * total_bytes(frames));
   }
   EXPECT_TRUE(exists(path)) << "the port unlinked a socket it did not create";
   EXPECT_FALSE(fd_is_open(fd)) << "the port left the adopted socket open";
@@ -108,8 +108,8 @@ TEST(SocketHandoverTest, AConnectedSocketIsThatOneFrontend) {
   const auto reports = stop_and_report(daemon);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].totals.connections, 1u);
-  EXPECT_EQ(reports[0].totals.tx_packets, frames.size());
-  EXPECT_EQ(reports[0].totals.tx_bytes, total_bytes(frames));
+  EXPECT_EQ(reports[0].totals.from_guest_packets, frames.size());
+  EXPECT_EQ(reports[0].totals.from_guest_bytes, total_bytes(frames));
   EXPECT_EQ(reports[0].totals.protocol_errors, 0u);
 }
 

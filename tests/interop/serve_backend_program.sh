@@ -62,7 +62,7 @@ expect_capabilities() {
 # Sink accounting: testpmd's TX count == the port's count for the connection, exactly.
 check_sink() {
   local tag=$1 sent got
-  sent=$(field "$TP_LINE" tx_packets); got=$(field "$END_LINE" tx_packets)
+  sent=$(field "$TP_LINE" tx_packets); got=$(field "$END_LINE" rx_packets)
   echo "$tag: testpmd sent=$sent; uvhost received=$got"
   ((sent > 0)) || fail "$tag: testpmd sent nothing"
   [[ $sent == "$got" ]] || fail "$tag: testpmd sent $sent, uvhost received $got"
@@ -112,7 +112,7 @@ case_activation() {
   stop_background act "$pid"
   [[ -S $a && -S $b ]] || fail "uvhost removed an inherited socket ($(ls "$dir"))"
   [[ -e $dir/never-bound.sock ]] && fail "p0 bound its own socket though it inherited one"
-  [[ $(ilib_summary act p0 tx_packets) == "$(field "$END_LINE" tx_packets)" ]] || fail "summary JSON disagrees"
+  [[ $(ilib_summary act p0 rx_packets) == "$(field "$END_LINE" rx_packets)" ]] || fail "summary JSON disagrees"
 
   # A socket no port claims: the start fails, exit 2 (usage), saying which.
   local c=$dir/c.sock rc=0

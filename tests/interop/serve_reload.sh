@@ -137,7 +137,7 @@ wait_growth "$after_reload" || fail "pa's traffic stopped after the bad configs"
 ilib_testpmd_stop pa "$tp" || true
 tp_line=$TP_LINE
 ilib_connection_end serve pa 1 || true
-sent=$(field "$tp_line" tx_packets) got=$(field "$END_LINE" tx_packets)
+sent=$(field "$tp_line" tx_packets) got=$(field "$END_LINE" rx_packets)
 echo "pa: testpmd sent=$sent, uvhost received=$got over one connection (before the reload: $before, after: $after_reload)"
 ((sent > 0)) || fail "testpmd sent nothing"
 [[ $sent == "$got" ]] || fail "testpmd sent $sent, pa's connection received $got"
@@ -146,7 +146,7 @@ echo "pa: testpmd sent=$sent, uvhost received=$got over one connection (before t
 ilib_serve_stop serve "$pid"
 ilib_wait_until 5 grep -q "^STOPPING=1" "$notes" || fail "no STOPPING=1 on NOTIFY_SOCKET: $(cat "$notes")"
 for s in "$sock_a" "$sock_c" "$ctl"; do [[ -e $s ]] && fail "$s is left after SIGTERM"; done
-[[ $(ilib_summary serve pa tx_packets) == "$got" ]] || fail "summary JSON: pa tx_packets $(ilib_summary serve pa tx_packets) != $got"
+[[ $(ilib_summary serve pa rx_packets) == "$got" ]] || fail "summary JSON: pa rx_packets $(ilib_summary serve pa rx_packets) != $got"
 echo "notify messages:"; sed 's/^/  /' "$notes"
 
 # 6. No --config: SIGHUP is harmless.

@@ -24,8 +24,10 @@
 //     that one frontend: once it goes, the port has nothing left to serve and idles
 //     until the daemon stops (the launcher ends us with SIGTERM, as QEMU's
 //     backend-program conventions have it).
-//   The stale-socket probe of open() is a real connect(): a live daemon on that path
-//   sees a frontend come and go (and refuses to give the path up).
+//   open() replaces a socket file only when nobody listens on it
+//   (vhost_user::probe_unix_socket): a listener of this network namespace is found in
+//   /proc/net/unix without being connected to, so a live daemon on that path sees
+//   nothing; only a listener /proc does not show (another namespace) gets a connect().
 //  The port's thread is the device's control thread: one poll() over the stop fd, the
 //  socket and the listener; each vhost-user message is handled as it arrives, and
 //  what it changes reaches the workers through the DatapathHooks (applied on each
