@@ -2,26 +2,48 @@
 // line would have given for the same key, so that the file and the flags share one
 // parser per key (and one set of error messages).
 //
-// Strings are taken as they are, booleans as "1"/"0", numbers in their shortest
-// decimal form (a negative or fractional one is then refused by the key's own range
-// check, which names it). null, arrays and objects have no text: nullopt.
+// Types are strict: each key has one JSON type (a port's queue count is a number, its
+// backend a string, client a boolean), and a value of another type is refused naming
+// both, as `"queues": "2"` is. Booleans become "1"/"0", numbers their shortest decimal
+// form (a negative or fractional one is then refused by the key's own range check,
+// which names it).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace uvhost::serve {
 
-inline std::optional<std::string> config_value_text(const nlohmann::json& value) {
+enum class ConfigType { kString, kNumber, kBoolean };
+
+inline std::string_view to_string(ConfigType type) noexcept {
+  switch (type) {
+    case ConfigType::kString: return "a string";
+    case ConfigType::kNumber: return "a number";
+    case ConfigType::kBoolean: return "true or false";
+  }
+  return "?";
+}
+
+inline std::optional<std::string> config_value_text(std::string_view key, const nlohmann::json& value,
+                                                    ConfigType expected, std::string& error) {
+  const bool right_type = (expected == ConfigType::kString && value.is_string()) ||
+                          (expected == ConfigType::kNumber && value.is_number()) ||
+                          (expected == ConfigType::kBoolean && value.is_boolean());
+  if (!right_type) {
+    error = fmt::format("'{}' must be {}, not {} ({})", key, to_string(expected), value.type_name(),
+                        value.dump().substr(0, 40));
+    return std::nullopt;
+  }
   if (value.is_string()) return value.get<std::string>();
   if (value.is_boolean()) return std::string(value.get<bool>() ? "1" : "0");
   if (value.is_number_unsigned()) return std::to_string(value.get<uint64_t>());
   if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
-  if (value.is_number_float()) return fmt::format("{}", value.get<double>());
-  return std::nullopt;
+  return fmt::format("{}", value.get<double>());
 }
 
 }  // namespace uvhost::serve

@@ -250,6 +250,21 @@ std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& erro
   return spec;
 }
 
+namespace {
+
+// A port key's one JSON type in the config file (unknown keys are refused by apply()).
+ConfigType json_type_of(std::string_view key) {
+  constexpr std::string_view kNumbers[] = {"queues", "mtu",   "rate",   "size",
+                                           "busy_us", "burst", "weight", "weight_bytes"};
+  if (key == "client") return ConfigType::kBoolean;
+  for (std::string_view number : kNumbers) {
+    if (key == number) return ConfigType::kNumber;
+  }
+  return ConfigType::kString;
+}
+
+}  // namespace
+
 std::optional<PortSpec> parse_port_json(const nlohmann::json& entry, std::string& error) {
   if (!entry.is_object()) {
     error = "not an object";
@@ -263,16 +278,13 @@ std::optional<PortSpec> parse_port_json(const nlohmann::json& entry, std::string
       error = fmt::format("'{}' given twice", canonical_key(key));
       return std::nullopt;
     }
-    const std::optional<std::string> text = config_value_text(item.value());
-    if (!text) {
-      error = fmt::format("'{}' has a value of the wrong type ({})", key, item.value().type_name());
-      return std::nullopt;
-    }
     // "mode" as a JSON number would be read in decimal: ask for a string.
     if (key == "mode" && !item.value().is_string()) {
       error = "mode must be a string of octal digits like \"0660\"";
       return std::nullopt;
     }
+    const std::optional<std::string> text = config_value_text(key, item.value(), json_type_of(key), error);
+    if (!text) return std::nullopt;
     if (!apply(key, *text, spec, error)) return std::nullopt;
   }
   if (!check_complete(spec, seen, error)) return std::nullopt;

@@ -232,11 +232,10 @@ std::optional<ServeConfig> parse_serve_config(const nlohmann::json& file, std::s
       error = fmt::format("unknown key '{}' ({})", key, known_keys());
       return std::nullopt;
     }
-    const std::optional<std::string> text = config_value_text(value);
-    if (!text) {
-      error = fmt::format("'{}' has a value of the wrong type ({})", key, value.type_name());
-      return std::nullopt;
-    }
+    const bool number = key == "pool_workers" || key == "stats_interval";
+    const std::optional<std::string> text =
+        config_value_text(key, value, number ? ConfigType::kNumber : ConfigType::kString, error);
+    if (!text) return std::nullopt;
     if (!apply_daemon_key(key, *text, config, error)) return std::nullopt;
   }
   return config;

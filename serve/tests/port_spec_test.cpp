@@ -214,7 +214,7 @@ TEST(PortConfigTest, ValidConfigWithEveryKey) {
       {"sock": "/run/a.sock"},
       {"sock": "/run/b.sock", "client": true, "queues": 2, "backend": "loopback", "mode": "0660",
        "name": "b", "memory": "mutex"},
-      {"sock": "/run/c.sock", "client": false, "queues": "3", "memory": "pthread_rwlock"}
+      {"sock": "/run/c.sock", "client": false, "queues": 3, "memory": "pthread_rwlock"}
     ]
   })");
   std::string error;
@@ -269,12 +269,16 @@ TEST(PortConfigTest, UnknownKeysAreRefused) {
 }
 
 TEST(PortConfigTest, WrongTypesAreRefused) {
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": ["/a"]}]})"), "'sock' has a value of the wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": ["/a"]}]})"), "'sock' must be a string, not array");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": "2"}]})"),
+                        "'queues' must be a number, not string (\"2\")");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": "yes"}]})"),
+                        "'client' must be true or false, not string");
   // A negative or fractional number is refused by the key's own check, which names it.
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": -1}]})"), "queues '-1'");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 1.5}]})"), "queues '1.5'");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": null}]})"), "wrong type");
-  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": {}}]})"), "wrong type");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": null}]})"), "must be true or false, not null");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": {}}]})"), "must be a string, not object");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 0}]})"), "queues");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "queues": 129}]})"), "queues");
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "client": "perhaps"}]})"), "client");
@@ -284,14 +288,19 @@ TEST(PortConfigTest, WrongTypesAreRefused) {
   expect_config_refused(nlohmann::json::parse(R"({"ports": [{"queues": 2}]})"), "ports[0]: no socket path");
 }
 
-TEST(PortConfigTest, ANumberIsAcceptedWhereTheValueIsText) {
-  // Numbers and booleans are turned into their text, then read like the command line:
-  // a numeric name or path is allowed.
+TEST(PortConfigTest, EachKeyHasOneJsonType) {
+  // Strict types: text keys take strings (a numeric name is "7"), numbers numbers,
+  // client a boolean; the error names the key, the wanted type and the value.
   std::string error;
-  const auto ports = config(nlohmann::json::parse(R"({"ports": [{"sock": 5, "name": 7}]})"), error);
+  const auto ports = config(nlohmann::json::parse(R"({"ports": [{"sock": "5", "name": "7", "queues": 2, "client": true}]})"), error);
   ASSERT_TRUE(ports.has_value()) << error;
   EXPECT_EQ((*ports)[0].socket_path, "5");
   EXPECT_EQ((*ports)[0].name, "7");
+  EXPECT_EQ((*ports)[0].queue_pairs, 2u);
+  EXPECT_TRUE((*ports)[0].client);
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": 5}]})"), "'sock' must be a string, not number (5)");
+  expect_config_refused(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "burst": "64"}]})"),
+                        "'burst' must be a number, not string");
 }
 
 TEST(PortConfigTest, ModeAsANumberIsRefused) {
@@ -505,7 +514,7 @@ TEST(PortSpecTest, MtuIsATapAndSwitchKeyFrom68To65535) {
   EXPECT_FALSE(parse_port_spec("sock=/a,backend=tap", error)->mtu.has_value());  // the tap's own
   // The JSON config takes it as a number or as text.
   auto ports = parse_config(nlohmann::json::parse(R"({"ports": [{"sock": "/a", "backend": "tap", "mtu": 1400},
-                                                               {"sock": "/b", "backend": "tap", "mtu": "4000"}]})"),
+                                                               {"sock": "/b", "backend": "tap", "mtu": 4000}]})"),
                             error);
   ASSERT_TRUE(ports) << error;
   EXPECT_EQ((*ports)[0].mtu, std::optional<uint32_t>(1400));

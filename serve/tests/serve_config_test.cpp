@@ -92,12 +92,14 @@ TEST(ServeConfigTest, EveryDaemonKeyIsOneVocabulary) {
 TEST(ServeConfigTest, BadDaemonValuesAreRefused) {
   expect_refused(R"({"pool_workers": 0})", "pool_workers '0' is not a number in 1..64");
   expect_refused(R"({"pool_workers": 65})", "pool_workers '65'");
-  expect_refused(R"({"pool_workers": "two"})", "pool_workers 'two'");
+  expect_refused(R"({"pool_workers": "two"})", "'pool_workers' must be a number, not string");
   expect_refused(R"({"pool_workers": -1})", "pool_workers '-1'");
   expect_refused(R"({"enqueue": "fast"})", "enqueue 'fast' unknown (locked_wake, unlock_wake, lockless)");
   expect_refused(R"({"stats_interval": -1})", "stats_interval '-1'");
-  expect_refused(R"({"stats_interval": "nan"})", "stats_interval 'nan'");
-  expect_refused(R"({"stats_interval": "inf"})", "stats_interval 'inf'");
+  expect_refused(R"({"stats_interval": "nan"})", "'stats_interval' must be a number, not string");
+  expect_refused(R"({"stats_interval": "inf"})", "'stats_interval' must be a number, not string");
+  expect_refused(R"({"pool_workers": "2"})", "'pool_workers' must be a number, not string (\"2\")");
+  expect_refused(R"({"metrics": 9477})", "'metrics' must be a string, not number");
   expect_refused(R"({"stats_interval": 0.0001})", "stats_interval '0.0001'");
   expect_refused(R"({"stats_interval": 1e300})", "stats_interval");
   expect_refused(R"({"switch_tap": "a-name-far-too-long"})",
@@ -105,8 +107,8 @@ TEST(ServeConfigTest, BadDaemonValuesAreRefused) {
   expect_refused(R"({"switch_tap": "a/b"})", "switch_tap 'a/b'");
   expect_refused(R"({"log_level": "loud"})",
                  "log_level 'loud' unknown (trace, debug, info, warn, warning, error, critical, off)");
-  expect_refused(R"({"control": ["/a"]})", "'control' has a value of the wrong type (array)");
-  expect_refused(R"({"control": null})", "'control' has a value of the wrong type (null)");
+  expect_refused(R"({"control": ["/a"]})", "'control' must be a string, not array");
+  expect_refused(R"({"control": null})", "'control' must be a string, not null");
   expect_refused(R"({"ports": [{"sock": "/a"}, {"sock": "/b", "queues": 0}]})", "ports[1]: queues '0'");
 }
 

@@ -84,9 +84,10 @@ check_refused() {  # NEEDLE JSON
 check_refused "unknown key 'verbose'" '{"verbose": true, "ports": [{"sock": "/tmp/a.sock"}]}'
 check_refused "pool_workers '0'" '{"pool_workers": 0, "ports": [{"sock": "/tmp/a.sock"}]}'
 check_refused "key 'control' given twice" '{"control": "/tmp/a", "control": "/tmp/b"}'
-check_refused "ports[0]: queues 'many'" '{"ports": [{"sock": "/tmp/a.sock", "queues": "many"}]}'
+check_refused "ports[0]: 'queues' must be a number, not string" '{"ports": [{"sock": "/tmp/a.sock", "queues": "2"}]}'
+check_refused "ports[0]: queues '0'" '{"ports": [{"sock": "/tmp/a.sock", "queues": 0}]}'
 check_refused "not valid JSON: parse error at line 1" '{"ports": [}'
-check_refused "'stats_interval' has a value of the wrong type" '{"stats_interval": [1]}'
+check_refused "'stats_interval' must be a number, not array" '{"stats_interval": [1]}'
 check_refused "socket path longer than 107 bytes" "{\"ports\": [{\"sock\": \"/$(printf 'a%.0s' {1..120})\"}]}"
 expect 2 serve --config "$dir" --check-config
 expect 2 serve --config "$dir/missing.json" --check-config
