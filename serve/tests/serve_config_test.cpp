@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "uvhost/testing/temp_dir.h"
+
 namespace uvhost::serve {
 namespace {
 
@@ -161,34 +163,7 @@ TEST(ServeConfigTest, ToJsonRoundTrips) {
 
 // ------------------------------------------------------------------ files
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/uvhost-serve-config-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    EXPECT_NE(made, nullptr);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    for (const std::string& file : files_) (void)::unlink(file.c_str());
-    if (!path_.empty()) (void)::rmdir(path_.c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& contents) {
-    const std::string file = path_ + "/" + name;
-    std::ofstream out(file, std::ios::trunc);
-    out << contents;
-    files_.push_back(file);
-    return file;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
+using uvhost::testing::TempDir;
 
 void expect_file_refused(const std::string& file, const std::string& needle) {
   std::string error;
