@@ -19,6 +19,8 @@ PACKAGES=(
   valgrind      # callgrind instruction counts (stable benchmark figure)
   dpdk-dev      # dpdk-testpmd: the vhost-user interop peer (tests/interop)
   iproute2 iputils-ping   # tap tests: `ip` in a network namespace, `ping` through the tap
+  jq            # the shell tests read uvhost's JSON stats and summaries
+  systemd       # systemd-socket-activate and systemd-analyze verify (socket activation, units)
   gnuplot-nox   # `uvhost bench compare --plot` and the labs' plots
   prometheus    # promtool: the metrics endpoint's text is checked by `promtool check metrics`
 )
