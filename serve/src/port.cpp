@@ -295,11 +295,15 @@ void Port::serve(Connection connection) {
 
   // This thread only speaks the protocol; packets move on the workers.
   std::vector<pollfd> entries;
+  // Set once the frontend has hung up: from then on a frontend waiting on the listener
+  // is its successor (a guest that reconnects at once), not a second frontend; it stays
+  // in the backlog until this connection's last messages are read and it ends.
+  bool frontend_leaving = false;
   for (;;) {
     entries.clear();
     entries.push_back({stop_fd_, POLLIN, 0});
-    entries.push_back({device->connection().fd(), POLLIN, 0});
-    if (listener_) entries.push_back({listener_->fd(), POLLIN, 0});
+    entries.push_back({device->connection().fd(), POLLIN | POLLRDHUP, 0});
+    if (listener_ && !frontend_leaving) entries.push_back({listener_->fd(), POLLIN, 0});
     const int ready = ::poll(entries.data(), entries.size(), stats_tick());
     if (ready < 0 && errno != EINTR) {
       spdlog::error("{}: poll: {}", spec_.name, std::strerror(errno));
@@ -307,7 +311,8 @@ void Port::serve(Connection connection) {
     }
     if (ready <= 0) continue;
     if (entries[0].revents != 0) break;  // the daemon stops: the device's destructor stops the rings
-    if (listener_ && entries[2].revents != 0) reject_extra_frontend();
+    frontend_leaving = frontend_leaving || (entries[1].revents & (POLLHUP | POLLRDHUP)) != 0;
+    if (entries.size() > 2 && entries[2].revents != 0 && !frontend_leaving) reject_extra_frontend();
     if (entries[1].revents != 0) {
       const bool closed = device->handle_one() == BackendDevice::Progress::kClosed;
       negotiated_.store(device->acked_features(), std::memory_order_relaxed);

@@ -348,6 +348,40 @@ TEST(DaemonTest, ASecondFrontendOnABusyPortIsTurnedAway) {
   EXPECT_EQ(t.from_guest_bytes, total_bytes(before) + total_bytes(after));
 }
 
+// A guest that closes its connection and connects again at once (a restarted VM, the
+// soak's churn) is served: its old connection's hang-up is seen before the new
+// connection is taken for a second frontend, whichever way the old one ended.
+TEST(DaemonTest, AFrontendThatReconnectsAtOnceIsServedNotTurnedAway) {
+  TempDir dir;
+  const std::string path = dir.file("again.sock");
+  Daemon daemon({port("again", path)});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+
+  constexpr uint32_t kConnections = 40, kFrames = 10;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < kConnections; ++i) {
+    auto frontend = connect(path, error);
+    ASSERT_NE(frontend, nullptr) << "connection " << i + 1 << ": " << error;
+    const auto frames = make_frames(kFrames, i * kFrames);
+    bytes += total_bytes(frames);
+    ASSERT_TRUE(send_all(*frontend, frames)) << frontend->error();
+    ASSERT_TRUE(wait_tx_done(*frontend)) << frontend->error();
+    if (i % 2 == 0) {
+      ASSERT_TRUE(frontend->stop()) << frontend->error();
+    }  // else: just closed by the destructor
+  }
+
+  const auto reports = stop_and_report(daemon);
+  ASSERT_EQ(reports.size(), 1u);
+  const PortTotals& t = reports[0].totals;
+  EXPECT_EQ(t.connections, kConnections);
+  EXPECT_EQ(t.rejected, 0u);
+  EXPECT_EQ(t.protocol_errors, 0u);
+  EXPECT_EQ(t.from_guest_packets, uint64_t{kConnections} * kFrames);
+  EXPECT_EQ(t.from_guest_bytes, bytes);
+}
+
 // ------------------------------------------------------------------ features
 
 // The names in reply["ports"][0]["features"][which].
