@@ -4,8 +4,8 @@
 // Contract
 // --------
 //  - connect() starts a new connection (its number is one more than the last) and
-//    retries for up to `timeout`: the daemon turns away a frontend that arrives before
-//    it has noticed the previous connection's end, so a reconnect may need a retry.
+//    retries for up to `timeout` (a socket not there yet, a start that failed); each
+//    retry is counted in reconnect_retries.
 //  - pump() never blocks: it sends the frames that are due (at most `window` frames
 //    unanswered, paced at `pps` frames per second), takes what came back and checks
 //    each frame against the next expected one (port, connection, sequence, length,
