@@ -2,7 +2,8 @@
 // directory, with our embedded Frontend (connect_frontend / listen_frontend) as the VM
 // and raw Connections as hostile peers: what each port carries (its totals), socket
 // permissions and cleanup, client-mode reconnects, one port's trouble kept from the
-// others, busy ports, stopping with a frontend attached, start() failures, fd hygiene.
+// others, busy ports, a frontend that reconnects at once, stopping with a frontend
+// attached, start() failures, fd hygiene.
 //
 // The daemon's counters are read through reports() after request_stop() + wait() (the
 // port threads own them while they run). Waits are bounded and generous (sanitizers,
