@@ -62,6 +62,9 @@ cat >"$dir/ports.json" <<EOF
 ]}
 EOF
 start_serve() {
+  # Emptied here, not by the redirection below: that one happens in the child, after
+  # this shell may already have read the previous daemon's "ready" lines.
+  : >"$dir/serve.log"
   "$uvhost" serve --config "$dir/ports.json" --port "sock=$dir/client.sock,client,backend=loopback,name=cl" \
     --stats-interval 1 --summary-json "$dir/summary.json" >"$dir/serve.out" 2>"$dir/serve.log" &
   SERVE_PID=$!
