@@ -10,10 +10,11 @@
 //    unanswered, paced at `pps` frames per second), takes what came back and checks
 //    each frame against the next expected one (port, connection, sequence, length,
 //    payload, MACs). It returns true if anything moved.
-//  - drain() waits until every frame sent on this connection came back (or `timeout`).
+//  - drain() waits until every frame sent on this connection came back (or `timeout`);
+//    fewer is an error: it is the connection's exact-count check.
 //  - disconnect(): kGraceful sends the frontend's stop messages (GET_VRING_BASE), kAbrupt
-//    just closes everything, as a crashed guest would. An abrupt close with frames in
-//    flight is allowed; every other end of a connection requires the exact count.
+//    just closes everything, as a crashed guest would; neither checks the count, so a
+//    close with frames in flight is one without drain() first.
 //  - Errors (a bad frame, a lost or extra frame, a broken frontend) are counted and
 //    the first few kept as text; a port with errors fails the soak.
 //  - One thread at a time (the frontend's own rule).
