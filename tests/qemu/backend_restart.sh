@@ -30,8 +30,9 @@
 #   - at most one run of lost requests per restart (nothing lost anywhere else), each
 #     silent for at most --resume-limit s (default 30);
 #   - each run's loss bounded by what crossed the outage: the requests sent while it
-#     was silent plus those in flight at the signal, lost <= silent_s / INTERVAL +
-#     rtt_max / INTERVAL + 2;
+#     was silent plus those in flight at the signal (one round trip's worth, the round
+#     trip of the last reply before), lost <= silent_s / INTERVAL + rtt_before /
+#     INTERVAL + 2;
 #   - the replay: each restart's rings start where the guest is (uvhost's "starts at
 #     avail position P, used index U" log lines: P == U, and not 0 for the ring from the
 #     guest), the tap the test made is the one in use (same ifindex, address kept);
@@ -154,9 +155,10 @@ restart_once() {
   check_ring_starts "$tag"
 }
 
-# The ping's length: SETTLE s before the first restart and after each, plus a generous
-# allowance per restart for the outage itself (the guest keeps pinging through it).
-ping_seconds=$((settle + ${#restarts[@]} * (settle + 15) + 5))
+# The ping's length: SETTLE s before the first restart and after each, plus 5 s per
+# restart for the outage itself (the guest keeps pinging through it) and 5 s at the end;
+# a ping that ended before the last restart's SETTLE s is a failure of the test's timing.
+ping_seconds=$((settle + ${#restarts[@]} * (settle + 5) + 5))
 count=$(awk -v s="$ping_seconds" -v i="$interval" 'BEGIN { printf "%d", s / i }')
 
 ilib_netns_create restart || exit 1
@@ -184,6 +186,8 @@ for c in "${restarts[@]}"; do
   restart_once "$sig" "serve-$c" || break
   sleep "$settle"
 done
+! grep -q '^UVHOST-TEST: name=ping-gaps' "$dir/guest-g.log" ||
+  fail "the guest's ping ended before the last restart's ${settle}s of traffic: the test's timing, not uvhost"
 
 qlib_wait_marker g '^UVHOST-DONE' $((ping_seconds + 120)) || true
 qlib_guest_wait g 30 || true
@@ -194,7 +198,6 @@ mapfile -t gaps < <(grep -E '^UVHOST-GAP:' "$dir/guest-g.log" | tr -d '\r')
 
 # The guest's verdict on the data.
 dups=$(field "$RESULT" duplicates) lost=$(field "$RESULT" lost) unique=$(field "$RESULT" unique)
-rtt_max=$(field "$RESULT" rtt_max_ms)
 [[ $dups == 0 ]] || fail "the guest got ${dups:-?} duplicate replies (DUP!)"
 ((${#gaps[@]} <= ${#restarts[@]})) ||
   fail "${#gaps[@]} runs of lost requests for ${#restarts[@]} restarts: loss outside the restarts"
@@ -203,10 +206,11 @@ for g in "${gaps[@]}"; do
   n=$((n + 1))
   gl=$(field "$g" lost) silent=$(field "$g" silent_s)
   gap_sum=$((gap_sum + gl))
-  bound=$(awk -v s="$silent" -v i="$interval" -v r="${rtt_max:-0}" 'BEGIN { if (s == "?") print -1; else printf "%d", s / i + r / 1000 / i + 2 }')
+  rtt_before=$(field "$g" rtt_before_ms)
+  bound=$(awk -v s="$silent" -v i="$interval" -v r="$rtt_before" 'BEGIN { if (s == "?" || r == "?") print -1; else printf "%d", s / i + r / 1000 / i + 2 }')
   label=${restarts[n - 1]:-?}
-  printf '%-5s guest: %s requests lost (seq %s-%s), silent %s s from the last reply before to the first after; in-flight bound %s\n' \
-    "$label" "$gl" "$(field "$g" first_seq)" "$(field "$g" last_seq)" "$silent" "$bound"
+  printf '%-5s guest: %s requests lost (seq %s-%s), silent %s s from the last reply before to the first after (round trip before %s ms); bound %s\n' \
+    "$label" "$gl" "$(field "$g" first_seq)" "$(field "$g" last_seq)" "$silent" "$rtt_before" "$bound"
   if [[ $silent == "?" ]]; then
     fail "a run of lost requests at the start or end of the ping ($g): not a restart's"
     continue
