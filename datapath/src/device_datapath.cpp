@@ -100,6 +100,9 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   if (q.is_tx && q.chains.empty()) {
     q.chains.resize(options_.burst);
     q.frames.resize(options_.burst);
+    if (options_.tx_delivery == TxDelivery::kAtMostOnce) {
+      q.bounce = std::make_unique<TxBounce>(options_.burst, kMaxFrame + virtio::kNetHeaderSizeMrg);
+    }
   }
   if (q.kick_fd >= 0) q.worker->watch(q.kick_fd, [this, &q] { on_kick(q); });
   if (!q.is_tx) {
