@@ -235,6 +235,11 @@ if [[ $iperf == on ]]; then
   [[ $(field "$RESULT" iperf_rc) == 0 ]] || fail "the background iperf3 failed (rc $(field "$RESULT" iperf_rc)): see guest-g.log"
   echo "iperf3 beside the ping: $(field "$RESULT" iperf_mbps) Mbit/s, $(field "$RESULT" iperf_retransmits) retransmits"
 fi
+# What QEMU said about the lost backend (its vhost code logs the failed requests).
+if [[ -s $dir/qemu-g.out ]]; then
+  echo "QEMU's messages (count, text):"
+  sed -E 's/^qemu-system-x86_64: //' "$dir/qemu-g.out" | sort | uniq -c | sort -rn | head -n 12 | sed 's/^/  /'
+fi
 echo "summary: sent $(field "$RESULT" sent) unique replies $unique lost $lost duplicates $dups"
 ilib_serve_stop "serve-${restarts[-1]}"
 ilib_finish "backend restart ($cases)"
