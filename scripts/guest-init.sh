@@ -56,9 +56,10 @@
 #             peer answered, then runs `iputils-ping -D -c COUNT -i INTERVAL -W 5 PEER` (each
 #             reply with the guest's time), with the background stream if asked; then one
 #             line per run of unanswered requests, `UVHOST-GAP: first_seq=A last_seq=B
-#             lost=N silent_s=S rtt_before_ms=R` (S: from the last reply before the run
-#             to the first one after it, by the replies' times; R: that last reply's round
-#             trip, what was in flight before the run), and the result: keys sent, received
+#             lost=N silent_s=S rtt_before_ms=R before_t=T` (S: from the last reply before
+#             the run to the first one after it, by the replies' times; R: that last
+#             reply's round trip, what was in flight before the run; T: that reply's
+#             time, seconds since the epoch by the guest's clock), and the result: keys sent, received
 #             (replies, duplicates included), unique, duplicates, lost, gaps, rtt_max_ms,
 #             carrier_down / carrier_up (eth0's carrier changes while it ran), tx_packets /
 #             rx_packets (eth0's counters grown while it ran), iperf_rc, iperf_mbps,
@@ -451,8 +452,8 @@ ping_gaps() {
           before = (last in at) ? at[last] : ""
           after = (s in at) ? at[s] : ""
           silent = (before != "" && after != "") ? sprintf("%.3f", after - before) : "?"
-          printf "UVHOST-GAP: first_seq=%d last_seq=%d lost=%d silent_s=%s rtt_before_ms=%s\n", last + 1, s - 1, s - 1 - last,
-            silent, (last in rtt_of) ? rtt_of[last] : "?"
+          printf "UVHOST-GAP: first_seq=%d last_seq=%d lost=%d silent_s=%s rtt_before_ms=%s before_t=%s\n", last + 1, s - 1,
+            s - 1 - last, silent, (last in rtt_of) ? rtt_of[last] : "?", before == "" ? "?" : before
         }
         last = s
       }
