@@ -59,7 +59,9 @@
 #             lost=N silent_s=S rtt_before_ms=R before_t=T` (S: from the last reply before
 #             the run to the first one after it, by the replies' times; R: that last
 #             reply's round trip, what was in flight before the run; T: that reply's
-#             time, seconds since the epoch by the guest's clock), and the result: keys sent, received
+#             time, seconds since the epoch by the guest's clock); one line per pause of
+#             more than 0.5 s between two replies in arrival order, lost or not,
+#             `UVHOST-SILENCE: silent_s=S before_t=T0 after_t=T1`; and the result: keys sent, received
 #             (replies, duplicates included), unique, duplicates, lost, gaps, rtt_max_ms,
 #             carrier_down / carrier_up (eth0's carrier changes while it ran), tx_packets /
 #             rx_packets (eth0's counters grown while it ran), iperf_rc, iperf_mbps,
@@ -443,6 +445,9 @@ ping_gaps() {
       t = $1; gsub(/[][]/, "", t)
       rtt = $0; sub(/.* time=/, "", rtt); sub(/ .*/, "", rtt)
       if (!(seq in at)) { at[seq] = t; rtt_of[seq] = rtt }
+      # Replies in arrival order: a pause of more than half a second is a silence.
+      if (prev != "" && t - prev > 0.5) printf "UVHOST-SILENCE: silent_s=%.3f before_t=%s after_t=%s\n", t - prev, prev, t
+      prev = t
     }
     END {
       last = 0
