@@ -28,6 +28,9 @@
 #                             (default 2)
 #    uvhost.servers=N         iperf-server: iperf3 servers, on ports 5201.. (default 1)
 #    uvhost.serves=N          iperf-server: client tests each server waits for (default 2)
+#    uvhost.background=iperf  ping-gaps: an iperf3 TCP stream guest -> PEER for as long as
+#                             the ping runs (default: none)
+#    uvhost.rate=R            ping-gaps: that stream's iperf3 -b (default 100M)
 #  Tests (each prints one result line, see below):
 #    link     eth0 exists, its driver is virtio_net, operstate up and carrier 1 after
 #             `ip link set up`; prints the negotiated feature bits
@@ -49,6 +52,20 @@
 #             tcp_retrans_segs, and from /proc/net/netstat tcp_ofo_queue (segments that
 #             arrived out of order) and tcp_dsack_recv (D-SACKs: a retransmission the
 #             peer already had); PASS when the three error counters are 0
+#    ping-gaps  a ping meant to cross backend restarts: prints `UVHOST-PING: started` once the
+#             peer answered, then runs `iputils-ping -D -c COUNT -i INTERVAL -W 5 PEER` (each
+#             reply with the guest's time), with the background stream if asked; then one
+#             line per run of unanswered requests, `UVHOST-GAP: first_seq=A last_seq=B
+#             lost=N silent_s=S rtt_before_ms=R before_t=T` (S: from the last reply before
+#             the run to the first one after it, by the replies' times; R: that last
+#             reply's round trip, what was in flight before the run; T: that reply's
+#             time, seconds since the epoch by the guest's clock); one line per pause of
+#             more than 0.5 s between two replies in arrival order, lost or not,
+#             `UVHOST-SILENCE: silent_s=S before_t=T0 after_t=T1`; and the result: keys sent, received
+#             (replies, duplicates included), unique, duplicates, lost, gaps, rtt_max_ms,
+#             carrier_down / carrier_up (eth0's carrier changes while it ran), tx_packets /
+#             rx_packets (eth0's counters grown while it ran), iperf_rc, iperf_mbps,
+#             iperf_retransmits; PASS when ping summed up and no reply came twice
 #    idle     nothing (for a guest that only answers, e.g. the second guest on a switch)
 #    offload  eth0's offload state as the driver set it from the negotiated features
 #             (`ethtool -k`): keys tx_csum, rx_csum, tso, gso, gro (on/off); PASS when
@@ -118,6 +135,8 @@ sessions=$(arg sessions 1)
 queues=$(arg queues 2)
 servers=$(arg servers 1)
 serves=$(arg serves 2)
+background=$(arg background none)
+rate=$(arg rate 100M)
 
 # eth0 appears when virtio_net probed the device.
 i=0
@@ -417,11 +436,81 @@ t_bench_rr() {
   rm -f /tmp/rr.out /tmp/rtt
 }
 
+# The runs of requests without a reply in ping -D's output FILE (sent requests SENT):
+# one UVHOST-GAP line each, to the console.
+ping_gaps() {
+  awk -v sent="$2" '
+    /icmp_seq=/ {
+      seq = $0; sub(/.*icmp_seq=/, "", seq); sub(/ .*/, "", seq)
+      t = $1; gsub(/[][]/, "", t)
+      rtt = $0; sub(/.* time=/, "", rtt); sub(/ .*/, "", rtt)
+      if (!(seq in at)) { at[seq] = t; rtt_of[seq] = rtt }
+      # Replies in arrival order: a pause of more than half a second is a silence.
+      if (prev != "" && t - prev > 0.5) printf "UVHOST-SILENCE: silent_s=%.3f before_t=%s after_t=%s\n", t - prev, prev, t
+      prev = t
+    }
+    END {
+      last = 0
+      for (s = 1; s <= sent + 1; s++) {
+        if (s <= sent && !(s in at)) continue
+        if (s > last + 1) {
+          before = (last in at) ? at[last] : ""
+          after = (s in at) ? at[s] : ""
+          silent = (before != "" && after != "") ? sprintf("%.3f", after - before) : "?"
+          printf "UVHOST-GAP: first_seq=%d last_seq=%d lost=%d silent_s=%s rtt_before_ms=%s before_t=%s\n", last + 1, s - 1,
+            s - 1 - last, silent, (last in rtt_of) ? rtt_of[last] : "?", before == "" ? "?" : before
+        }
+        last = s
+      }
+    }' "$1" >/dev/console
+}
+
+t_ping_gaps() {
+  if ! peer_reachable; then result ping-gaps result=FAIL why="peer-$peer-never-answered"; return; fi
+  q=/sys/class/net/eth0
+  down0=$(cat $q/carrier_down_count) up0=$(cat $q/carrier_up_count)
+  tx0=$(stat_of tx_packets) rx0=$(stat_of rx_packets)
+  ipid=""
+  if [ "$background" = iperf ]; then
+    iperf_s=$(awk -v c="$count" -v i="$interval" 'BEGIN { printf "%d", c * i + 1 }')
+    iperf3 -c "$peer" -t "$iperf_s" -b "$rate" -f m >/tmp/gaps-iperf.out 2>&1 &
+    ipid=$!
+  fi
+  say "UVHOST-PING: started count=$count interval=$interval background=$background"
+  iputils-ping -D -c "$count" -i "$interval" -W 5 "$peer" >/tmp/gaps.out 2>&1
+  irc=none mbps="?" retr="?"
+  if [ -n "$ipid" ]; then
+    wait "$ipid"
+    irc=$?
+    grep -E ' (sender|receiver)$|error' /tmp/gaps-iperf.out | sed 's/^/iperf3: /' >/dev/console
+    mbps=$(awk '/ receiver$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }' /tmp/gaps-iperf.out)
+    retr=$(awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i + 1) } END { print v }' /tmp/gaps-iperf.out)
+  fi
+  grep -E 'transmitted|^rtt' /tmp/gaps.out | sed 's/^/ping: /' >/dev/console
+  summary=$(grep 'packets transmitted' /tmp/gaps.out)
+  sent=$(echo "$summary" | sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p')
+  got=$(grep -c 'icmp_seq=.* time=' /tmp/gaps.out)
+  dups=$(grep -c '(DUP!)' /tmp/gaps.out)
+  unique=$(sed -n 's/.*icmp_seq=\([0-9]*\) .* time=.*/\1/p' /tmp/gaps.out | sort -un | wc -l)
+  rtt_max=$(sed -n 's/^rtt min\/avg\/max\/mdev = [^/]*\/[^/]*\/\([^/]*\)\/.*/\1/p' /tmp/gaps.out)
+  ping_gaps /tmp/gaps.out "${sent:-0}"
+  gaps=$(awk -v sent="${sent:-0}" '/icmp_seq=/ { s = $0; sub(/.*icmp_seq=/, "", s); sub(/ .*/, "", s); at[s] = 1 }
+    END { n = 0; for (s = 1; s <= sent; s++) if (!(s in at) && (s == 1 || (s - 1) in at)) n++; print n }' /tmp/gaps.out)
+  r=FAIL
+  [ -n "$sent" ] && [ "$dups" = 0 ] && r=PASS
+  result ping-gaps result="$r" sent="${sent:-0}" received="$got" unique="$unique" duplicates="$dups" \
+    lost=$((${sent:-0} - unique)) gaps="$gaps" rtt_max_ms="${rtt_max:-?}" \
+    carrier_down=$(($(cat $q/carrier_down_count) - down0)) carrier_up=$(($(cat $q/carrier_up_count) - up0)) \
+    tx_packets=$(($(stat_of tx_packets) - tx0)) rx_packets=$(($(stat_of rx_packets) - rx0)) \
+    iperf_rc="$irc" iperf_mbps="${mbps:-?}" iperf_retransmits="${retr:-?}" peer="$peer"
+}
+
 for t in $(echo "$tests" | tr ',' ' '); do
   say "UVHOST-BEGIN: name=$t"
   case $t in
     link) t_link ;;
     ping) t_ping ;;
+    ping-gaps) t_ping_gaps ;;
     iperf) t_iperf iperf ;;
     iperf-r) t_iperf iperf-r -R ;;
     idle) result idle result=PASS ;;

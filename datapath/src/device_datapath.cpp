@@ -77,6 +77,11 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   ring->set_last_avail_index(start.last_avail_index);
   const bool ok = memory.read([&](const virtio::GuestMemoryMap& map) {
     if (!ring->start(start.config, map)) return false;
+    // Where the ring starts: after a frontend reconnects (QEMU replays SET_VRING_BASE)
+    // these are mid-stream positions, not 0, which an operator can check in the log.
+    spdlog::info("{}: vring {} ({}) starts at avail position {}, used index {}, {} chains waiting", options_.name,
+                 q.index, q.is_tx ? "from the guest" : "to the guest", ring->last_avail_index(), ring->used_index(),
+                 ring->available(map));
     // Receive rings: we want a kick only while waiting for buffers (wait_for_buffers).
     if (!q.is_tx) ring->disable_guest_kicks(map);
     return true;
@@ -95,6 +100,9 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   if (q.is_tx && q.chains.empty()) {
     q.chains.resize(options_.burst);
     q.frames.resize(options_.burst);
+    if (options_.tx_delivery == TxDelivery::kAtMostOnce) {
+      q.bounce = std::make_unique<TxBounce>(options_.burst, kMaxFrame + virtio::kNetHeaderSizeMrg);
+    }
   }
   if (q.kick_fd >= 0) q.worker->watch(q.kick_fd, [this, &q] { on_kick(q); });
   if (!q.is_tx) {

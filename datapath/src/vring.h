@@ -17,6 +17,7 @@
 #include "uvhost/datapath/frame_ring.h"
 #include "uvhost/datapath/poll_mode.h"
 #include "uvhost/datapath/queue_stats.h"
+#include "uvhost/datapath/tx_delivery.h"
 #include "uvhost/datapath/worker.h"
 #include "uvhost/sync/work_queue.h"
 #include "uvhost/vhost_user/dirty_log.h"
@@ -82,6 +83,7 @@ struct Vring {
   // burst on first start, reused).
   std::vector<virtio::DescriptorChain> chains;
   std::vector<backends::TxFrame> frames;
+  std::unique_ptr<TxBounce> bounce;  // TxDelivery::kAtMostOnce: the burst's copies
 
   // Receive.
   virtio::NetReceiveWriter writer{virtio::RxOptions{}};

@@ -127,6 +127,7 @@ bool Port::open(std::string& error) {
     options.weight_packets = spec_.weight_packets;
     options.weight_bytes = spec_.weight_bytes;
     options.poll = spec_.poll;
+    options.tx_delivery = spec_.tx_delivery;
     datapath_ = std::make_unique<datapath::DeviceDatapath>(
         options, *backend_, environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs));
   }

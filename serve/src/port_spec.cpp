@@ -82,6 +82,16 @@ bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
   return true;
 }
 
+bool set_tx_delivery(std::string_view value, PortSpec& spec, std::string& error) {
+  auto delivery = datapath::parse_tx_delivery(value);
+  if (!delivery) {
+    error = fmt::format("tx_delivery '{}' unknown (in_place, at_most_once)", value);
+    return false;
+  }
+  spec.tx_delivery = *delivery;
+  return true;
+}
+
 bool set_queues(std::string_view value, PortSpec& spec, std::string& error) {
   uint32_t pairs = 0;
   if (!parse_number(value, pairs) || pairs == 0 || pairs > kMaxQueuePairs) {
@@ -172,9 +182,10 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "burst") return need_value() && set_bounded<uint32_t>(key, *value, 1, 1024, spec.burst, error);
   if (key == "weight") return need_value() && set_bounded<uint32_t>(key, *value, 1, 65536, spec.weight_packets, error);
   if (key == "weight_bytes") return need_value() && set_bounded<uint64_t>(key, *value, 1, uint64_t{1} << 30, spec.weight_bytes, error);
+  if (key == "tx_delivery") return need_value() && set_tx_delivery(*value, spec, error);
   error = fmt::format(
       "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, mtu, rate, size, workers, "
-      "poll, busy_us, exit, burst, weight, weight_bytes)",
+      "poll, busy_us, exit, burst, weight, weight_bytes, tx_delivery)",
       key);
   return false;
 }
@@ -308,6 +319,7 @@ nlohmann::json port_to_json(const PortSpec& spec) {
       {"burst", spec.burst},
       {"weight", spec.weight_packets},
       {"weight_bytes", spec.weight_bytes},
+      {"tx_delivery", datapath::to_string(spec.tx_delivery)},
   };
   if (spec.name.empty()) port.erase("name");  // unnamed: finish_ports() names it
   if (!spec.client) port["mode"] = fmt::format("{:04o}", spec.socket_mode);
@@ -351,14 +363,15 @@ std::string_view to_string(BackendKind kind) noexcept {
 }
 
 std::string describe(const PortSpec& spec) {
-  return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}, poll {}, burst {}, weight {})",
+  return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}, poll {}, burst {}, weight {}{})",
                      spec.name, spec.client ? "client of" : "listening on",
                      spec.socket_fd < 0 ? spec.socket_path : fmt::format("fd {} {}", spec.socket_fd, spec.socket_path),
                      spec.queue_pairs,
                      spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend),
                      spec.mtu ? fmt::format(" mtu {}", *spec.mtu) : std::string(), sync::to_string(spec.memory_policy),
                      datapath::to_string(spec.workers), datapath::describe(spec.poll), spec.burst,
-                     spec.weight_packets);
+                     spec.weight_packets,
+                     spec.tx_delivery == datapath::TxDelivery::kInPlace ? "" : ", tx delivery at most once");
 }
 
 }  // namespace uvhost::serve

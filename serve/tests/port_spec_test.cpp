@@ -441,9 +441,13 @@ TEST(PortSpecTest, DatapathAndBackendKeys) {
   EXPECT_EQ(spec->burst, 16u);
   EXPECT_EQ(spec->weight_packets, 32u);
   EXPECT_EQ(spec->weight_bytes, 65536u);
-  spec = parse_port_spec("sock=/a,backend=tap,tap=uv0", error);
+  EXPECT_EQ(spec->tx_delivery, datapath::TxDelivery::kInPlace);  // the default
+  spec = parse_port_spec("sock=/a,backend=tap,tap=uv0,tx_delivery=at_most_once", error);
   ASSERT_TRUE(spec) << error;
   EXPECT_EQ(spec->tap_name, "uv0");
+  EXPECT_EQ(spec->tx_delivery, datapath::TxDelivery::kAtMostOnce);
+  std::string json_error;
+  EXPECT_EQ(parse_port_json(port_to_json(*spec), json_error), spec) << json_error;
   spec = parse_port_spec("sock=/a,backend=switch", error);
   ASSERT_TRUE(spec) << error;
   EXPECT_EQ(spec->backend, BackendKind::kSwitch);
@@ -467,6 +471,7 @@ TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
   expect_refused("sock=/a,burst=0", "burst '0' is not a number in 1..1024");
   expect_refused("sock=/a,weight=70000", "weight '70000' is not a number in 1..65536");
   expect_refused("sock=/a,weight_bytes=0", "weight_bytes '0' is not a number");
+  expect_refused("sock=/a,tx_delivery=exactly_once", "tx_delivery 'exactly_once' unknown");
 }
 
 // What the start would refuse is refused by the parser, so --check-config finds it.

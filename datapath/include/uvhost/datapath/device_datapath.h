@@ -11,7 +11,9 @@
 //  (RxInjector), the backend's pull fd (a tap), a control change. The handler runs
 //  bursts of up to `burst` packets: a transmit burst pops its chains at once
 //  (DeviceQueue::pop_burst) and hands them to the backend in place, in one
-//  transmit_burst() call (no copy here: the backend copies what it keeps); a receive
+//  transmit_burst() call (no copy here: the backend copies what it keeps; with
+//  TxDelivery::kAtMostOnce copied out and their used entries published first, so a
+//  killed daemon never has a frame sent twice: tx_delivery.h); a receive
 //  burst reserves guest buffers `burst` at a time. After each burst the used entries
 //  are published at once and the guest is signalled at most once
 //  (EVENT_IDX / flags honoured, suppressed calls counted);
@@ -66,6 +68,7 @@
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/datapath/poll_mode.h"
 #include "uvhost/datapath/queue_stats.h"
+#include "uvhost/datapath/tx_delivery.h"
 #include "uvhost/datapath/worker.h"
 #include "uvhost/vhost_user/datapath_hooks.h"
 #include "uvhost/virtio/net_rx.h"
@@ -80,6 +83,7 @@ struct DatapathOptions {
   uint64_t weight_bytes = 0x80000;  // per handler turn (VHOST_NET_WEIGHT)
   PollSettings poll;                // initial settings of every queue
   size_t inbound_frames = 1024;     // frames a receive queue holds for the guest
+  TxDelivery tx_delivery = TxDelivery::kInPlace;  // send, then publish; or copy, publish, send
 };
 
 struct Vring;

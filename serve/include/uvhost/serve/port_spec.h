@@ -33,6 +33,10 @@
 //      burst=N         packets per burst, 1..1024 (default 64)
 //      weight=N        packets per handler turn before yielding, 1..65536 (default 256)
 //      weight_bytes=N  bytes per handler turn before yielding, 1..2^30 (default 524288)
+//      tx_delivery=D   in_place (default: frames sent from the guest's buffers, used
+//                      entries published after) or at_most_once (copied out, published,
+//                      then sent: a killed daemon never has a frame sent twice;
+//                      datapath/tx_delivery.h)
 //      mode=OCTAL      the listening socket's permissions (default 0600), server only
 //      name=NAME       the port's name in logs and reports (default port<i>)
 //      memory=POLICY   the memory-table guard: rcu (default), mutex, rwsem, pthread_rwlock
@@ -61,6 +65,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/datapath/poll_mode.h"
+#include "uvhost/datapath/tx_delivery.h"
 #include "uvhost/datapath/worker_pool.h"
 #include "uvhost/sync/read_mostly.h"
 
@@ -93,6 +98,7 @@ struct PortSpec {
   uint32_t burst = 64;
   uint32_t weight_packets = 256;
   uint64_t weight_bytes = 0x80000;
+  datapath::TxDelivery tx_delivery = datapath::TxDelivery::kInPlace;
 
   // Every field equal: a reload keeps such a port untouched (reload_plan.h).
   friend bool operator==(const PortSpec&, const PortSpec&) = default;
