@@ -528,10 +528,17 @@ case_stats() {
 
 # The books (all counts from one quiet moment: the guest idles after printing its own):
 #  - during the run, the port's counters grew between samples (>= 2 samples grew);
-#  - guest -> uvhost: the guest counts tx_packets when uvhost hands a buffer back, so
-#    uvhost's taken (packets + dropped) >= the guest's tx_packets, by at most a ring;
-#  - uvhost -> guest: rx packets delivered >= the guest's rx_packets + rx_dropped
-#    (by at most a ring: frames delivered after the guest read its counters);
+#  - guest -> uvhost: the guest's driver counts tx_packets when it reclaims a buffer
+#    uvhost handed back (on its next transmit, or on a TX interrupt it asks for only
+#    when its ring runs low), so the frames uvhost completed that the guest had not yet
+#    reclaimed when it read its counters are counted by uvhost alone; nothing outside
+#    the guest can see how many, only that they fit in its TX ring (256, QEMU's
+#    tx_queue_size): uvhost's taken (packets + dropped) - the guest's tx_packets in
+#    [0, 256];
+#  - uvhost -> guest: likewise the frames uvhost put in the guest's RX ring that its
+#    driver had not processed yet when it read its counters (at most the RX ring, 256:
+#    uvhost delivers only into buffers the guest posted): delivered - (the guest's
+#    rx_packets + rx_dropped) in [0, 256];
 #  - uvhost -> tap: the tap backend's tx.sent == the port's tx packets (frames it did
 #    not drop), and the tap's kernel rx_packets + rx_dropped == tx.sent;
 #  - tap -> uvhost: the tap's kernel tx_packets == the backend's rx.frames (read by
