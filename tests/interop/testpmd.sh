@@ -14,9 +14,11 @@
 #            testpmd vhost PMD (rxonly), in one or both socket arrangements, --runs times.
 #            Prints one line per run and a mean/spread summary per arrangement. With
 #            --check it exits 1 unless both sides counted traffic and the receiver's count
-#            equals the sender's exactly (the sender stops first and prints its count
-#            before it closes its device; the receiver keeps polling and drains the ring,
-#            then is stopped), 77 when testpmd is not installed (ctest SKIP_RETURN_CODE).
+#            equals the sender's exactly (the receiver counts from its first frame: it
+#            does not flush its RX queue when it starts forwarding; the sender stops first
+#            and prints its count before it closes its device; the receiver keeps polling,
+#            drains the ring, then is stopped), 77 when testpmd is not installed (ctest
+#            SKIP_RETURN_CODE).
 #
 #  Every testpmd runs under `timeout` (its forwarding time plus a startup allowance, then
 #  SIGKILL after a grace period), so nothing outlives the script. On exit, whatever the
@@ -254,8 +256,11 @@ pair_once() {
   local listener_role
   [[ $arrangement == vhost-server ]] && listener_role=vhost || listener_role=virtio-user
 
+  # --no-flush-rx: by default testpmd empties its RX queues, uncounted, when forwarding
+  # starts; when the sender listens (vhost-client), the receiver connects and its port is
+  # up before it forwards, so the sender's first frames would be discarded that way.
   start_vhost() {
-    "$SELF" run --role vhost --socket "$sock" "$vhost_flag" --mode rxonly \
+    "$SELF" run --role vhost --socket "$sock" "$vhost_flag" --mode rxonly --arg --no-flush-rx \
       --seconds "$receiver_seconds" --cpu 0 --prefix "uvh-$tag-vh" --log "$dir/vhost-$tag.log" >"$rx_out" 2>&1 &
     VHOST_PID=$!
     PAIR_PIDS+=("$VHOST_PID")
