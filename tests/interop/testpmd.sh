@@ -14,11 +14,10 @@
 #            testpmd vhost PMD (rxonly), in one or both socket arrangements, --runs times.
 #            Prints one line per run and a mean/spread summary per arrangement. With
 #            --check it exits 1 unless both sides counted traffic and the receiver's count
-#            equals the sender's exactly (the receiver counts from its first frame: it
-#            does not flush its RX queue when it starts forwarding; the sender stops first
-#            and prints its count before it closes its device; the receiver keeps polling,
-#            drains the ring, then is stopped), 77 when testpmd is not installed (ctest
-#            SKIP_RETURN_CODE).
+#            is at most the sender's, and short of it by no more than RING_SIZE (the
+#            receiver counts from its first frame: it does not flush its RX queue when
+#            it starts forwarding; see RING_SIZE for what can still be lost at the end),
+#            77 when testpmd is not installed (ctest SKIP_RETURN_CODE).
 #
 #  Every testpmd runs under `timeout` (its forwarding time plus a startup allowance, then
 #  SIGKILL after a grace period), so nothing outlives the script. On exit, whatever the
@@ -38,6 +37,12 @@ TESTPMD=${TESTPMD:-dpdk-testpmd}
 # shared): generous, because a slow start must not read as a failure.
 STARTUP_MAX=${STARTUP_MAX:-30}
 STOP_GRACE=5
+# At its stop the sender counts every frame it put in its TX ring, prints its count and
+# closes its device at once; the vhost PMD stops dequeuing when the device goes away, so
+# the frames it had not taken by then are lost uncounted, and nothing reports how many.
+# They were in the ring: at most its size (virtio_user's default queue_size). The
+# receiver polls without pause, so this is 0 unless it was descheduled at that moment.
+RING_SIZE=256
 
 usage() {
   cat >&2 <<'EOF'
@@ -352,8 +357,10 @@ cmd_baseline() {
       if ((check)); then
         if ((tx <= 0 || rx <= 0)); then
           echo "$a run $r: CHECK FAILED: a side counted no traffic (sent=$tx received=$rx)"; failed=1
-        elif ((tx != rx)); then
-          echo "$a run $r: CHECK FAILED: received $rx of $tx sent (difference $((tx - rx)))"; failed=1
+        elif ((rx > tx || tx - rx > RING_SIZE)); then
+          echo "$a run $r: CHECK FAILED: received $rx of $tx sent (difference $((tx - rx)), at most $RING_SIZE may be left in the ring)"; failed=1
+        elif ((rx != tx)); then
+          echo "$a run $r: note: $((tx - rx)) frames left in the sender's ring at its close"
         fi
       fi
     done
