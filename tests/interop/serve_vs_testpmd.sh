@@ -7,9 +7,10 @@
 #
 # Cases (the vhost-user issue's interop list):
 #   sink       testpmd virtio_user txonly -> `uvhost serve` sink: testpmd's TX count and
-#              the port's count for that connection are equal (testpmd stops forwarding
-#              and prints its counts before it closes its device; uvhost drains the ring
-#              meanwhile, and its count is read once the connection ended).
+#              the port's count for that connection are equal (uvhost's worker takes
+#              each burst on its kick; testpmd stops forwarding and prints its counts
+#              before it stops the ring; uvhost's count is read once the connection
+#              ended; docs/OPERATIONS.md names the race this leaves in principle).
 #   loopback   testpmd virtio_user io --tx-first -> `uvhost serve` loopback -> back to
 #              testpmd: both directions carry traffic, and the two processes' books add
 #              up exactly, but for the frames left unread in testpmd's RX ring
