@@ -1,23 +1,26 @@
 // frontend_send.cpp - uvhost-frontend-send: our embedded vhost-user frontend
 // (vhost-user/include/uvhost/vhost_user/frontend.h) sending packets to a backend and,
-// with --echo, counting them coming back (testpmd io / macswap).
+// with --echo / --io / --macswap, checking every one that comes back (testpmd io /
+// macswap, uvhost's loopback).
 //
 //   uvhost-frontend-send --socket PATH [--server] --packets N [--size 64] [--batch 32]
-//                        [--echo] [--macswap] [--window 128] [--no-event-idx] [--no-mrg]
-//                        [--timeout-ms 20000] [--go-file PATH] [--pps N]
+//                        [--echo | --io | --macswap] [--window 128] [--no-event-idx]
+//                        [--no-mrg] [--timeout-ms 20000] [--go-file PATH] [--pps N]
 //
-// Prints one line: sent=N received=M completed=C seconds=S tx_pps=X [rx_pps=Y], plus the
-// negotiated features. Exit 0 when every packet was sent and completed by the device
-// (and, with --echo, came back, with the MACs swapped for --macswap); 1 otherwise; 2 for
-// a failed start or a bad command line.
+// Prints one line: sent=N received=M completed=C bad_frames=B out_of_order=O
+// duplicates=D seconds=S tx_pps=X [rx_pps=Y], plus the negotiated features. Exit 0 when
+// every packet was sent and completed by the device and, when reflected, every one came
+// back exactly once, in order, byte for byte as sent (MACs as sent for --io, exchanged
+// for --macswap, either for --echo); 1 otherwise; 2 for a failed start or a bad command
+// line.
 //
-// Frames: dst 02:00:00:00:00:02, src 02:00:00:00:00:01, EtherType 0x88B5 (local
-// experimental), then a 64-bit sequence number. With --echo at most --window packets
-// are outstanding (sent, not yet back), so the device never finds our RX ring empty and
-// no packet may be dropped: the count must match exactly. --pps paces the sending (at
+// Frames (frontend_frame.h): dst 02:00:00:00:00:02, src 02:00:00:00:00:01, EtherType
+// 0x88B5 (local experimental), a 64-bit sequence number, a checksum, filler derived
+// from the sequence number. When reflected, at most --window packets are outstanding
+// (sent, not yet back), so the device never finds our RX ring empty and no packet may
+// be dropped: the count must match exactly. --pps paces the sending (at
 // most N frames per second, a batch at a time): a receiver behind a backend that drops
 // rather than waits (uvhost's switch) then gets every frame.
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +32,7 @@
 
 #include <unistd.h>
 
+#include "frontend_frame.h"
 #include "uvhost/vhost_user/frontend.h"
 
 using namespace uvhost::vhost_user;
@@ -36,19 +40,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::array<std::byte, 6> kDst{std::byte{2}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                                        std::byte{2}};
-constexpr std::array<std::byte, 6> kSrc{std::byte{2}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                                        std::byte{1}};
-
 struct Args {
   std::string socket;
   bool server = false;
   uint64_t packets = 1000;
   size_t size = 64;
   size_t batch = 32;
-  bool echo = false;
-  bool macswap = false;
+  bool echo = false;  // the backend reflects every frame: check each one back
+  frontend_frame::MacOrder macs = frontend_frame::MacOrder::kEither;
   uint64_t window = 128;
   bool event_idx = true;
   bool mrg = true;
@@ -60,8 +59,8 @@ struct Args {
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: uvhost-frontend-send --socket PATH [--server] --packets N [--size 64] [--batch 32]\n"
-               "                            [--echo] [--macswap] [--window 128] [--no-event-idx] [--no-mrg]\n"
-               "                            [--timeout-ms 20000] [--go-file PATH] [--pps N]\n");
+               "                            [--echo | --io | --macswap] [--window 128] [--no-event-idx]\n"
+               "                            [--no-mrg] [--timeout-ms 20000] [--go-file PATH] [--pps N]\n");
   std::exit(2);
 }
 
@@ -79,7 +78,13 @@ Args parse(int argc, char** argv) {
     else if (arg == "--size") a.size = std::strtoull(value(), nullptr, 10);
     else if (arg == "--batch") a.batch = std::strtoull(value(), nullptr, 10);
     else if (arg == "--echo") a.echo = true;
-    else if (arg == "--macswap") a.echo = a.macswap = true;
+    else if (arg == "--io") {
+      a.echo = true;
+      a.macs = frontend_frame::MacOrder::kAsSent;
+    } else if (arg == "--macswap") {
+      a.echo = true;
+      a.macs = frontend_frame::MacOrder::kSwapped;
+    }
     else if (arg == "--window") a.window = std::strtoull(value(), nullptr, 10);
     else if (arg == "--no-event-idx") a.event_idx = false;
     else if (arg == "--no-mrg") a.mrg = false;
@@ -88,7 +93,7 @@ Args parse(int argc, char** argv) {
     else if (arg == "--pps") a.pps = std::strtoull(value(), nullptr, 10);
     else usage();
   }
-  if (a.socket.empty() || a.size < 22 || a.batch == 0 || a.window == 0) usage();
+  if (a.socket.empty() || a.size < frontend_frame::kMinFrameSize || a.batch == 0 || a.window == 0) usage();
   return a;
 }
 
@@ -123,23 +128,11 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::byte> frame(args.size, std::byte{0});
-  std::memcpy(frame.data(), kDst.data(), 6);
-  std::memcpy(frame.data() + 6, kSrc.data(), 6);
-  frame[12] = std::byte{0x88};
-  frame[13] = std::byte{0xB5};
-
-  uint64_t sent = 0, received = 0, bad_frames = 0;
+  uint64_t sent = 0, received = 0;
+  frontend_frame::EchoCheck check{.size = args.size, .macs = args.macs};
   auto on_packet = [&](const RxPacket& packet) {
     ++received;
-    if (packet.frame.size() != args.size) {
-      ++bad_frames;
-    } else if (args.macswap) {
-      // testpmd macswap: our source comes back as the destination and vice versa.
-      if (std::memcmp(packet.frame.data(), kSrc.data(), 6) != 0 ||
-          std::memcmp(packet.frame.data() + 6, kDst.data(), 6) != 0) {
-        ++bad_frames;
-      }
-    }
+    check.take(packet.frame);
   };
 
   const auto started = Clock::now();
@@ -151,7 +144,7 @@ int main(int argc, char** argv) {
     }
     size_t queued = 0;
     while (queued < args.batch && sent < args.packets && sent - received < window) {
-      std::memcpy(frame.data() + 14, &sent, sizeof sent);
+      frontend_frame::build(frame, sent);
       if (!frontend->enqueue_tx(frame)) break;
       ++sent;
       ++queued;
@@ -182,9 +175,12 @@ int main(int argc, char** argv) {
 
   const double send_s = std::chrono::duration<double>(send_done - started).count();
   const double total_s = std::chrono::duration<double>(finished - started).count();
-  std::printf("sent=%llu received=%llu completed=%llu bad_frames=%llu seconds=%.3f tx_pps=%.0f",
+  std::printf("sent=%llu received=%llu completed=%llu bad_frames=%llu out_of_order=%llu duplicates=%llu seconds=%.3f "
+              "tx_pps=%.0f",
               static_cast<unsigned long long>(sent), static_cast<unsigned long long>(received),
-              static_cast<unsigned long long>(completed), static_cast<unsigned long long>(bad_frames), total_s,
+              static_cast<unsigned long long>(completed), static_cast<unsigned long long>(check.bad),
+              static_cast<unsigned long long>(check.out_of_order), static_cast<unsigned long long>(check.duplicates),
+              total_s,
               send_s > 0 ? static_cast<double>(sent) / send_s : 0.0);
   if (args.echo) std::printf(" rx_pps=%.0f", total_s > 0 ? static_cast<double>(received) / total_s : 0.0);
   std::printf(" kicks=%llu tx_full=%llu\n", static_cast<unsigned long long>(frontend->stats().tx_kicks),
@@ -192,6 +188,6 @@ int main(int argc, char** argv) {
   if (frontend->broken() || !stopped) std::fprintf(stderr, "uvhost-frontend-send: %s\n", frontend->error().c_str());
 
   const bool ok = stopped && !frontend->broken() && sent == args.packets && completed == sent &&
-                  (!args.echo || (received == sent && bad_frames == 0));
+                  (!args.echo || (received == sent && check.clean() && check.next == sent));
   return ok ? 0 : 1;
 }

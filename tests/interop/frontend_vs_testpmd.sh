@@ -8,8 +8,9 @@
 # vhost-server: testpmd listens, we connect. vhost-client: we listen (--server), testpmd
 # connects (client=1). rxonly: testpmd's RX count must equal what we sent (the tool
 # waits until every TX buffer came back used, so nothing is in flight at the end). io /
-# macswap: every packet must come back to us (the tool checks, macswap also checks the
-# swapped MACs) and testpmd must count N received and N sent.
+# macswap: every packet must come back to us exactly once, in order, byte for byte as
+# sent (sequence number, checksum and filler: frontend_frame.h), its MACs as sent (io) or
+# exchanged (macswap), and testpmd must count N received and N sent, exactly.
 # Exit: 0 pass, 1 fail, 77 testpmd not installed (ctest SKIP_RETURN_CODE).
 set -uo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
@@ -39,7 +40,7 @@ trap cleanup EXIT
 tool_args=(--socket "$sock" --packets "$packets" --size 64 --timeout-ms 20000)
 case $mode in
   rxonly) ;;
-  io) tool_args+=(--echo) ;;
+  io) tool_args+=(--io) ;;
   macswap) tool_args+=(--macswap) ;;
   *) echo "bad mode $mode" >&2; exit 64 ;;
 esac

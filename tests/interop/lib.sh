@@ -225,6 +225,15 @@ ilib_testpmd_start() {
 }
 ilib_testpmd_forwarding() { grep -q "start packet forwarding" "$dir/testpmd-$1.log" 2>/dev/null || ! ilib_alive "$2"; }
 
+# True once testpmd TAG's latest per-second NIC statistics (--stats-period 1) show at
+# least N packets received: waited for before stopping a receiver, so that frames
+# already in its RX ring are taken (and counted) rather than left there at its stop.
+ilib_testpmd_rx_reached() {
+  local n
+  n=$(sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' "$dir/testpmd-$1.log" 2>/dev/null | awk '/RX-packets:/ { v = $2 } END { print v + 0 }')
+  ((n >= $2))
+}
+
 # Stops the testpmd.sh wrapper PID (it then stops testpmd, which prints its final
 # statistics); TP_LINE = testpmd's "rx_packets=... tx_packets=..." line.
 TP_LINE=""

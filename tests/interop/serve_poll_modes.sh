@@ -9,9 +9,10 @@
 #   sink      testpmd txonly (64 B) -> a sink port with poll=MODE for --seconds:
 #             the port's count for the connection == testpmd's TX count, exactly.
 #   loopback  testpmd io --tx-first -> a loopback port with poll=MODE -> back: both
-#             directions carry traffic; uvhost's own books balance exactly (from the
-#             guest == to the guest + dropped); testpmd's TX and uvhost's "from the guest"
-#             agree within one ring, and so do uvhost's "to the guest" and testpmd's RX.
+#             directions carry traffic; testpmd's and uvhost's books add up exactly
+#             (loopback_books.sh): only the frames left unread in testpmd's RX ring at
+#             its stop are not observable, and they are what is left of testpmd's first
+#             burst (at most 32).
 #   switch    (once, not per mode) one serve with --control, testpmd txonly into a sink
 #             port; while traffic runs, `uvhost ctl set --poll X` cycles through
 #             notify, busy (--busy-us 50), always, adaptive every 200 ms for
@@ -23,7 +24,8 @@ set -euo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-IN_FLIGHT_MAX=${IN_FLIGHT_MAX:-1024}  # one ring (testpmd.sh)
+# shellcheck source=loopback_books.sh
+source "$HERE/loopback_books.sh"
 
 uvhost="" modes="notify busy always adaptive" cases="sink,loopback,switch" seconds=2 switch_seconds=3
 while (($#)); do
@@ -45,9 +47,6 @@ ilib_init poll-modes
 
 # The port key for a mode: busy polls for 50 us before it sleeps on the kick.
 poll_keys() { if [[ $1 == busy ]]; then echo "poll=busy,busy_us=50"; else echo "poll=$1"; fi; }
-
-# |a - b| <= IN_FLIGHT_MAX, with a > 0.
-agree() { local d=$(($1 - $2)); ((d < 0)) && d=$((-d)); ((${1} > 0 && d <= IN_FLIGHT_MAX)); }
 
 case_sink() {
   local mode=$1 tag="sink-$1" sock="$dir/sink-$1.sock"
@@ -72,14 +71,11 @@ case_loopback() {
   ilib_connection_end "$tag" p0 1 || { ilib_serve_stop "$tag"; return 0; }
   local tp=$TP_LINE end=$END_LINE
   ilib_serve_stop "$tag"
-  local tp_tx tp_rx sv_from sv_to sv_drop
-  tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
+  local tp_tx tp_txd tp_rx sv_from sv_to sv_drop
+  tp_tx=$(field "$tp" tx_packets); tp_txd=$(field "$tp" tx_dropped); tp_rx=$(field "$tp" rx_packets)
   sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
-  echo "[$mode] loopback: testpmd tx=$tp_tx rx=$tp_rx ($(mpps "$(field "$tp" rx_pps)") Mpps); uvhost from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
-  ((tp_tx > 0 && tp_rx > 0)) || fail "[$mode] loopback: a direction carried nothing (testpmd tx=$tp_tx rx=$tp_rx)"
-  ((sv_from == sv_to + sv_drop)) || fail "[$mode] loopback: uvhost got $sv_from from the guest but delivered $sv_to + dropped $sv_drop = $((sv_to + sv_drop))"
-  agree "$tp_tx" "$sv_from" || fail "[$mode] loopback: guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_from"
-  agree "$sv_to" "$tp_rx" || fail "[$mode] loopback: uvhost->guest: uvhost delivered $sv_to, testpmd received $tp_rx"
+  echo "[$mode] loopback: testpmd tx=$tp_tx tx_dropped=$tp_txd rx=$tp_rx ($(mpps "$(field "$tp" rx_pps)") Mpps); uvhost from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
+  loopback_books "[$mode] loopback" "$tp_tx" "$tp_txd" "$tp_rx" "$sv_from" "$sv_to" "$sv_drop"
 }
 
 # Microseconds since the epoch, without a fork (bash 5's EPOCHREALTIME).

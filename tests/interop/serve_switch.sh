@@ -132,6 +132,8 @@ run() {
   [[ $(field "$end_a3" rx_packets) == "$paced" ]] || fail "3. we sent $paced, pa took $(field "$end_a3" rx_packets)"
   ((delivered == paced && dropped == 0)) || fail "3. we sent $paced at $pps/s, pb delivered $delivered and dropped $dropped"
 
+  # B may still be reading what pb put in its RX ring: stop it once it counted all of it.
+  ilib_wait_until 15 ilib_testpmd_rx_reached rx-b "${s2[0]}" || echo "note: testpmd B had not reported ${s2[0]} received after 15 s"
   ilib_testpmd_stop rx-b "$pid_b" || return 0
   local tp_b=$TP_LINE
   ilib_connection_end sw pb 1 || return 0

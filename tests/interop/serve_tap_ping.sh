@@ -11,9 +11,20 @@
 # gets 10.77.0.1/24 and is set up; then, from the namespace,
 #   ping -c COUNT -i INTERVAL -q 10.77.0.2
 # must see every echo answered exactly once (0% loss). Then `uvhost ctl stats --json`
-# must show the port's guest-TX and guest-RX queues with at least COUNT packets each, and
-# at the end testpmd's counts must cover the pings (rx and tx >= COUNT) and agree with
-# the port's summary: what testpmd sent == what the port took from the guest.
+# must show the port's guest-TX and guest-RX queues with at least COUNT packets each
+# (the pings, the warm-up pings and ARP), and at the end, exactly: testpmd answered every
+# frame it received (ARP and echo requests only: IPv6 is off in the namespace), what
+# testpmd sent == what the port took from the guest, and what the port delivered to the
+# guest == what testpmd received (testpmd is stopped after ping's last reply came back,
+# and the host sends nothing to it after that: its RX ring is empty).
+# Then what testpmd's generated frames carry, checked by the host's kernel: a second
+# testpmd (connection 2: rxonly --tx-first --burst 256, --eth-peer the tap's MAC) sends
+# one burst of txonly frames (DPDK 22.11 app/test-pmd/txonly.c: Ethernet, IPv4
+# 198.18.0.1 -> 198.18.0.2 with its header checksum, UDP 9 -> 9, 64 bytes in all); the
+# tap also holds 198.18.0.2 and nothing listens on UDP port 9, so the namespace's kernel
+# must take every frame as an IPv4 packet (Ip InReceives) holding a UDP datagram for a
+# closed port (Udp NoPorts), each == what testpmd sent == what the port took, exactly,
+# and count no IPv4 header, address or checksum error and no UDP error.
 # Root is needed (netns, tap). Helpers: lib.sh.
 # Exit: 0 pass, 1 fail, 64 usage, 77 testpmd not installed or not root (ctest skip).
 set -euo pipefail
@@ -68,13 +79,49 @@ run() {
   local tp=$TP_LINE
   ilib_connection_end tap p0 1 || { ilib_serve_stop tap; return 0; }
   local end=$END_LINE
+  txonly_frames
   ilib_serve_stop tap
   local tp_rx tp_tx sv_from sv_to
   tp_rx=$(field "$tp" rx_packets); tp_tx=$(field "$tp" tx_packets)
   sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets)
   echo "testpmd icmpecho: rx=$tp_rx tx=$tp_tx; uvhost p0: from guest=$sv_from to guest=$sv_to rx_dropped=$(field "$end" rx_dropped) tx_dropped=$(field "$end" tx_dropped)"
-  ((tp_rx >= count && tp_tx >= count)) || fail "testpmd answered fewer than $count (rx=$tp_rx tx=$tp_tx)"
+  ((tp_rx > count)) || fail "testpmd received $tp_rx frames, fewer than the $count pings and a warm-up"
+  [[ $tp_tx == "$tp_rx" ]] || fail "testpmd answered $tp_tx of the $tp_rx frames it received"
   [[ $tp_tx == "$sv_from" ]] || fail "testpmd sent $tp_tx, uvhost took $sv_from from the guest"
+  [[ $sv_to == "$tp_rx" ]] || fail "uvhost delivered $sv_to to the guest, testpmd received $tp_rx"
+}
+
+# The namespace's IP and UDP counters, absolute ("NAME VALUE" lines; a private history
+# file, so no other nstat user's reset interferes).
+kernel_counters() { "${NS[@]}" env NSTAT_HISTORY="$dir/nstat.history" nstat -asz | awk 'NF >= 2 { print $1, $2 }'; }
+counter() { awk -v k="$2" '$1 == k { v = $2 } END { print v + 0 }' <<<"$1"; }
+
+# testpmd txonly's frames into the tap's kernel (see the header): connection 2 of p0.
+txonly_frames() {
+  local burst=256 mac before after tp c d
+  mac=$("${NS[@]}" cat "/sys/class/net/$tap/address")
+  "${NS[@]}" ip addr add 198.18.0.2/24 dev "$tap"
+  before=$(kernel_counters)
+  ilib_testpmd_run gen 1 rxonly "$sock" 1 --tx-first --arg "--burst=$burst" --arg "--txpkts=64" \
+    --arg "--eth-peer=0,$mac" || return 0
+  tp=$TP_LINE
+  ilib_connection_end tap p0 2 || return 0
+  after=$(kernel_counters)
+  local sent took
+  sent=$(field "$tp" tx_packets); took=$(field "$END_LINE" rx_packets)
+  echo "testpmd txonly burst: sent=$sent dropped=$(field "$tp" tx_dropped); uvhost p0 took $took; the namespace's kernel:" \
+       "$(for c in IpInReceives UdpNoPorts IpInHdrErrors IpInAddrErrors IpExtInCsumErrors UdpInErrors UdpInCsumErrors; do
+            printf '%s +%d ' "$c" $(($(counter "$after" "$c") - $(counter "$before" "$c"))); done)"
+  [[ $sent == "$burst" ]] || fail "testpmd sent $sent of its burst of $burst"
+  [[ $took == "$sent" ]] || fail "testpmd sent $sent txonly frames, uvhost took $took"
+  for c in IpInReceives UdpNoPorts; do
+    d=$(($(counter "$after" "$c") - $(counter "$before" "$c")))
+    ((d == sent)) || fail "the kernel counted $c +$d for testpmd's $sent txonly frames"
+  done
+  for c in IpInHdrErrors IpInAddrErrors IpExtInCsumErrors UdpInErrors UdpInCsumErrors; do
+    d=$(($(counter "$after" "$c") - $(counter "$before" "$c")))
+    ((d == 0)) || fail "the kernel counted $c +$d for testpmd's txonly frames"
+  done
 }
 
 run

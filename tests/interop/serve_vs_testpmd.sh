@@ -7,11 +7,14 @@
 #
 # Cases (the vhost-user issue's interop list):
 #   sink       testpmd virtio_user txonly -> `uvhost serve` sink: testpmd's TX count and
-#              the port's count for that connection must agree (exactly, unless packets
-#              were still in the ring when testpmd stopped its device: at most one ring).
+#              the port's count for that connection are equal (uvhost's worker takes
+#              each burst on its kick; testpmd stops forwarding and prints its counts
+#              before it stops the ring; uvhost's count is read once the connection
+#              ended; docs/OPERATIONS.md names the race this leaves in principle).
 #   loopback   testpmd virtio_user io --tx-first -> `uvhost serve` loopback -> back to
-#              testpmd: both directions carry traffic, and each direction's counts agree
-#              across the two processes (up to one ring in flight).
+#              testpmd: both directions carry traffic, and the two processes' books add
+#              up exactly, but for the frames left unread in testpmd's RX ring
+#              (loopback_books.sh).
 #   reconnect  testpmd txonly, SIGKILLed mid-traffic, then started again: the same serve
 #              process (no restart) serves the second testpmd, that connection's counts
 #              agree, and serve's open fd count is back where it was before the first.
@@ -25,9 +28,8 @@
 set -uo pipefail
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 TESTPMD_SH=$HERE/testpmd.sh
-# What may still be in the ring when testpmd stops its device (virtio_user's default
-# ring is 256 descriptors; 1024 covers --txd up to 1024), as in testpmd.sh.
-IN_FLIGHT_MAX=${IN_FLIGHT_MAX:-1024}
+# shellcheck source=loopback_books.sh
+source "$HERE/loopback_books.sh"
 
 uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5 port_extra=""
 while (($#)); do
@@ -85,7 +87,7 @@ start_serve() {
   SERVE_PID=$!
   local i
   for ((i = 0; i < 100; i++)); do
-    if [[ $arrangement == serve-client ]]; then grep -q "ready" "$dir/serve.log" && return 0
+    if [[ $arrangement == serve-client ]]; then grep -qs "ready" "$dir/serve.log" && return 0
     else [[ -S $sock ]] && return 0; fi
     kill -0 "$SERVE_PID" 2>/dev/null || break
     sleep 0.1
@@ -125,8 +127,8 @@ connection_end() {
   return 1
 }
 
-# |a - b| <= IN_FLIGHT_MAX, with a > 0.
-agree() { local a=$1 b=$2 d=$(($1 - $2)); ((d < 0)) && d=$((-d)); ((a > 0 && d <= IN_FLIGHT_MAX)); }
+# a == b, with a > 0.
+agree() { (($1 > 0 && $1 == $2)); }
 
 # ---------------------------------------------------------------- cases
 
@@ -142,7 +144,6 @@ case_sink() {
   echo "testpmd virtio_user txonly: sent=$sent tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}')"
   echo "uvhost serve sink:          received=$got"
   agree "$sent" "$got" || fail "testpmd sent $sent, uvhost serve counted $got"
-  [[ $sent == "$got" ]] || echo "note: counts differ by $((sent - got)) (in the ring when testpmd stopped its device)"
 }
 
 case_loopback() {
@@ -152,15 +153,12 @@ case_loopback() {
   tp=$(grep '^rx_packets=' "$dir/tp-loop.out")
   end=$(connection_end 1) || { fail "serve never saw the connection end"; return 1; }
   stop_serve
-  local tp_tx tp_rx sv_from sv_to sv_drop
-  tp_tx=$(field "$tp" tx_packets); tp_rx=$(field "$tp" rx_packets)
+  local tp_tx tp_txd tp_rx sv_from sv_to sv_drop
+  tp_tx=$(field "$tp" tx_packets); tp_txd=$(field "$tp" tx_dropped); tp_rx=$(field "$tp" rx_packets)
   sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
-  echo "testpmd virtio_user io: tx=$tp_tx rx=$tp_rx"
+  echo "testpmd virtio_user io: tx=$tp_tx tx_dropped=$tp_txd rx=$tp_rx"
   echo "uvhost serve loopback:  from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
-  ((tp_tx > 0 && tp_rx > 0)) || fail "testpmd: a direction carried nothing (tx=$tp_tx rx=$tp_rx)"
-  agree "$tp_tx" "$sv_from" || fail "guest->uvhost: testpmd sent $tp_tx, uvhost got $sv_from"
-  agree "$sv_to" "$tp_rx" || fail "uvhost->guest: uvhost delivered $sv_to, testpmd received $tp_rx"
-  ((sv_to + sv_drop <= sv_from)) || fail "uvhost reflected more ($sv_to + $sv_drop dropped) than it got ($sv_from)"
+  loopback_books loopback "$tp_tx" "$tp_txd" "$tp_rx" "$sv_from" "$sv_to" "$sv_drop"
 }
 
 case_reconnect() {

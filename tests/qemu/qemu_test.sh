@@ -169,7 +169,29 @@ case_switch() {
   report_tests a ping
   report_tests b ping
   show_switch "$stats"
+  check_switch_books "$stats" pa pb
+  check_switch_books "$stats" pb pa
   ilib_serve_stop sw
+}
+
+# The switch's books between two ports and no uplink, read with both guests idle:
+# every frame port FROM took from its guest got one forwarding decision, and every copy
+# the switch made for port TO (delivered into TO's receive ring, or refused there:
+# inject_failed) is now in TO's "to the guest" counters (packets, or dropped: refused at
+# inject, or found no buffer); nothing else sends to TO, and an idle guest's ring holds
+# no frame waiting. Exact.
+check_switch_books() {
+  local stats=$1 from=$2 to=$3 fwd delivered refused
+  local -a f t
+  read -r -a f <<<"$(qlib_port_counts "$stats" "$from")"
+  read -r -a t <<<"$(qlib_port_counts "$stats" "$to")"
+  fwd=$(jq --arg p "$from" '.switch.ports[] | select(.name == $p) | [.forwarding[]] | add' <<<"$stats")
+  delivered=$(switch_counter "$stats" "$from" delivered)
+  refused=$(switch_counter "$stats" "$from" inject_failed)
+  echo "switch books $from -> $to: $from took $((f[0] + f[1])) (dropped ${f[1]}), forwarded $fwd; copies for $to: delivered $delivered + refused $refused; $to's guest got ${t[2]} + dropped ${t[3]}"
+  ((fwd == f[0] + f[1])) || fail "$from: its guest's $((f[0] + f[1])) frames got $fwd forwarding decisions"
+  ((delivered + refused == t[2] + t[3])) ||
+    fail "$from -> $to: the switch made $delivered + $refused copies, $to's receive queues counted ${t[2]} + ${t[3]}"
 }
 
 # The switch's counters from `ctl stats --json`, the ones that are not 0.
@@ -499,16 +521,24 @@ case_stats() {
   frames=$(jq '.ports[] | select(.name == "p0") | .backend_stats.rx.frames' <<<"$s")
   qlib_guest_stop g
   check_stats "$samples" "$grew" "$guest" "${c[*]}" "$sent" "$frames" "${k[*]}"
+  check_stats_bytes "$s" "$guest" "${c[*]}"
   echo "tap backend: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx, rx}' <<<"$s")"
   ilib_serve_stop serve
 }
 
 # The books (all counts from one quiet moment: the guest idles after printing its own):
 #  - during the run, the port's counters grew between samples (>= 2 samples grew);
-#  - guest -> uvhost: the guest counts tx_packets when uvhost hands a buffer back, so
-#    uvhost's taken (packets + dropped) >= the guest's tx_packets, by at most a ring;
-#  - uvhost -> guest: rx packets delivered >= the guest's rx_packets + rx_dropped
-#    (by at most a ring: frames delivered after the guest read its counters);
+#  - guest -> uvhost: the guest's driver counts tx_packets when it reclaims a buffer
+#    uvhost handed back (on its next transmit, or on a TX interrupt it asks for only
+#    when its ring runs low), so the frames uvhost completed that the guest had not yet
+#    reclaimed when it read its counters are counted by uvhost alone; nothing outside
+#    the guest can see how many, only that they fit in its TX ring (256, QEMU's
+#    tx_queue_size): uvhost's taken (packets + dropped) - the guest's tx_packets in
+#    [0, 256];
+#  - uvhost -> guest: likewise the frames uvhost put in the guest's RX ring that its
+#    driver had not processed yet when it read its counters (at most the RX ring, 256:
+#    uvhost delivers only into buffers the guest posted): delivered - (the guest's
+#    rx_packets + rx_dropped) in [0, 256];
 #  - uvhost -> tap: the tap backend's tx.sent == the port's tx packets (frames it did
 #    not drop), and the tap's kernel rx_packets + rx_dropped == tx.sent;
 #  - tap -> uvhost: the tap's kernel tx_packets == the backend's rx.frames (read by
@@ -536,6 +566,39 @@ check_stats() {
   ((frames - c[2] - c[3] >= 0 && frames - c[2] - c[3] <= 1)) ||
     fail "the backend read $frames, the port delivered ${c[2]} + dropped ${c[3]}"
   echo "books: guest tx $g_tx <= uvhost took $taken (+$((taken - g_tx))); uvhost delivered ${c[2]} >= guest rx $g_rx + dropped $g_rxd (+$((c[2] - g_rx - g_rxd))); tap: sent $sent == kernel rx ${k[0]} + dropped ${k[1]}; read $frames == kernel tx ${k[2]} == delivered ${c[2]} + dropped ${c[3]}$( ((frames - c[2] - c[3])) && echo ' + 1 held')"
+}
+
+# The same books in bytes (frame bytes, no virtio-net header, as the guest's driver and
+# the tap count them): between uvhost and the tap exactly; between the guest and uvhost
+# exactly when the packet counts agreed (the frames the guest had not yet counted, see
+# check_stats, are the only difference the packet books allow, and their sizes are not
+# observable).
+check_stats_bytes() {
+  local s=$1 guest=$2 g_tx g_rx
+  local -a c v k
+  read -r -a c <<<"$3"
+  read -r -a v <<<"$(port_volume "$s" p0)"
+  read -r -a k <<<"$("${NS[@]}" ip -s -j link show dev "$tap" | jq -r '.[0].stats64 | "\(.rx.bytes) \(.tx.bytes) \(.rx.dropped)"')"
+  local sent_b read_b
+  sent_b=$(jq '.ports[] | select(.name == "p0") | .backend_stats.tx.bytes' <<<"$s")
+  read_b=$(jq '.ports[] | select(.name == "p0") | .backend_stats.rx.bytes' <<<"$s")
+  g_tx=$(field "$guest" tx_bytes); g_rx=$(field "$guest" rx_bytes)
+  echo "bytes: guest tx $g_tx rx $g_rx; uvhost p0 from the guest ${v[1]} to the guest ${v[3]}; tap backend sent $sent_b read $read_b; tap kernel rx ${k[0]} tx ${k[1]}"
+  ((sent_b == v[1])) || fail "bytes: the tap backend sent $sent_b, the port took ${v[1]} from the guest"
+  # (a frame the tap's kernel dropped is in its rx_dropped, not in its rx_bytes)
+  if ((k[2] == 0)); then
+    ((k[0] == sent_b)) || fail "bytes: the tap's kernel received ${k[0]}, the backend sent $sent_b"
+  fi
+  ((k[1] == read_b)) || fail "bytes: the tap's kernel sent ${k[1]}, the backend read $read_b"
+  if (($(jq '.ports[] | select(.name == "p0") | .backend_stats.rx.frames' <<<"$s") == c[2])); then
+    ((read_b == v[3])) || fail "bytes: the backend read $read_b, the port delivered ${v[3]} (every frame read delivered)"
+  fi
+  if ((c[1] == 0 && c[0] == $(field "$guest" tx_packets))); then
+    ((g_tx == v[1])) || fail "bytes: the guest counted tx_bytes=$g_tx, uvhost took ${v[1]} (same frame count)"
+  fi
+  if (($(field "$guest" rx_dropped) == 0 && c[2] == $(field "$guest" rx_packets))); then
+    ((g_rx == v[3])) || fail "bytes: the guest counted rx_bytes=$g_rx, uvhost delivered ${v[3]} (same frame count)"
+  fi
 }
 
 # The port's rx (from the guest) and tx (to the guest) packets and bytes summed over
