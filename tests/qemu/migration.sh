@@ -134,7 +134,7 @@ start_guests() {
 }
 
 # Migrates src to dst once the download runs; MIGRATION = query-migrate's last answer.
-MIGRATION=""
+MIGRATION="" sent_at_switchover=0
 migrate() {
   qlib_wait_marker src '^UVHOST-BEGIN: name=migrate' "$QLIB_GUEST_S" || { fail "the source guest never began its test"; return 1; }
   ilib_wait_until 120 test -e "$state/started" || { fail "the guest never started its download"; return 1; }
@@ -153,6 +153,7 @@ migrate() {
   if [[ -e $state/finished ]]; then
     fail "the download ended before the migration completed (raise --mb or lower --rate-kb): nothing was checked across it"
   fi
+  sent_at_switchover=$(cat "$state/sent" 2>/dev/null || echo 0)
 }
 
 # ---------------------------------------------------------------- checks
@@ -189,13 +190,17 @@ check_after() {
   where=$(fdb_port)
   [[ $where == "$tap_b" ]] || fail "the bridge has $mac on '$where', not on the destination's tap $tap_b"
   grep -h "announced $mac" "$dir"/serve*.log | sed 's/^/[uvhost] /' || fail "uvhost logged no RARP announcement"
+  # The source's port logged while QEMU migrated (VHOST_F_LOG_ALL on, then off or closed).
+  grep -h "a: dirty-page logging on" "$dir"/serve*.log | sed 's/^/[uvhost] /' ||
+    fail "port a never turned dirty-page logging on"
 
   local downtime total setup ram
   downtime=$(jq -r '.downtime // "?"' <<<"$MIGRATION") total=$(jq -r '."total-time" // "?"' <<<"$MIGRATION")
   setup=$(jq -r '."setup-time" // "?"' <<<"$MIGRATION")
   ram=$(jq -r '(.ram.transferred // 0) / 1048576 | floor' <<<"$MIGRATION")
   echo "MIGRATION: case=$case_name downtime_ms=$downtime total_ms=$total setup_ms=$setup ram_mb=$ram" \
-    "ping_sent=$sent ping_lost=$lost ping_duplicates=$dups rarp_frames=$rarp file_mb=$mb sha256_ok=$([[ $sha == "$blob_sha" ]] && echo yes || echo no)"
+    "ping_sent=$sent ping_lost=$lost ping_duplicates=$dups rarp_frames=$rarp file_mb=$mb" \
+    "file_mb_at_switchover=$((sent_at_switchover / 1048576)) sha256_ok=$([[ $sha == "$blob_sha" ]] && echo yes || echo no)"
   qlib_guest_wait dst 60 || true
 }
 

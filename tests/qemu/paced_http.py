@@ -5,8 +5,9 @@ lasts long enough to span a live migration.
     paced_http.py FILE ADDRESS PORT BYTES_PER_SECOND STATE_DIR
 
 Every GET gets FILE (any path), in 64 KiB chunks paced to BYTES_PER_SECOND. Progress
-goes to STATE_DIR: `started` is written when a transfer begins, `finished` (with the
-bytes sent) when it ended; a transfer the client broke off writes `broken`.
+goes to STATE_DIR: `started` is written when a transfer begins, `sent` holds the bytes
+sent so far (rewritten every MiB), `finished` (with the bytes sent) when it ended; a
+transfer the client broke off writes `broken`.
 """
 import http.server
 import os
@@ -14,6 +15,7 @@ import sys
 import time
 
 CHUNK = 64 * 1024
+PROGRESS_EVERY = 1024 * 1024
 
 
 def make_handler(path: str, rate: float, state: str):
@@ -33,6 +35,10 @@ def make_handler(path: str, rate: float, state: str):
                     while chunk := source.read(CHUNK):
                         self.wfile.write(chunk)
                         sent += len(chunk)
+                        if sent % PROGRESS_EVERY == 0:
+                            with open(os.path.join(state, "sent.tmp"), "w") as progress:
+                                progress.write(f"{sent}\n")
+                            os.replace(os.path.join(state, "sent.tmp"), os.path.join(state, "sent"))
                         # Sleep until this many bytes are due at the rate.
                         ahead = sent / rate - (time.monotonic() - begin)
                         if ahead > 0:
