@@ -63,10 +63,11 @@
 #             per-queue packet counters after both (`ethtool -S`): tx_q0 rx_q0 tx_q1 ...
 #    migrate  the traffic of a live migration (the guest does not know it moves): iputils
 #             ping to PEER every INTERVAL s in the background while busybox wget fetches
-#             URL into /tmp (a tmpfs: guest memory); then the ping is stopped (SIGINT,
-#             its summary) and the file's sha256 taken. Keys: bytes, sha256, wget_rc,
-#             ping_sent, ping_received, ping_duplicates, ping_errors. PASS when wget
-#             exited 0 (the host compares the checksum and judges the ping counts)
+#             URL straight into sha256sum and wc -c (nothing stored: the file may be
+#             larger than the guest's memory); then the ping is stopped (SIGINT, its
+#             summary). Keys: bytes, sha256, wget_rc, ping_sent, ping_received,
+#             ping_duplicates, ping_errors. PASS when wget exited 0 (the host compares
+#             the checksum and judges the ping counts)
 #    bench-tx, bench-rx, bench-rr   `uvhost bench --frontend qemu`'s traffic (secs is the
 #             measured window): bench-tx/-rx run `iperf3 -c PEER -O WARMUP -t SECS -P
 #             SESSIONS -l SIZE` (-R for rx) in the background, sleep WARMUP, print
@@ -429,8 +430,13 @@ t_migrate() {
   if ! peer_reachable; then result migrate result=FAIL why="peer-$peer-never-answered"; return; fi
   iputils-ping -i "$interval" -W 5 -q "$peer" >/tmp/ping.out 2>&1 &
   ping_pid=$!
-  wget -q -O /tmp/blob "$url"
-  wget_rc=$?
+  mkfifo /tmp/blob.count
+  wc -c </tmp/blob.count >/tmp/blob.bytes &
+  count_pid=$!
+  sum=$( { wget -q -O - "$url"; echo $? >/tmp/wget.rc; } | tee /tmp/blob.count | sha256sum | cut -d' ' -f1)
+  wait "$count_pid"
+  wget_rc=$(cat /tmp/wget.rc)
+  bytes=$(cat /tmp/blob.bytes)
   sleep 1  # a few echo requests after the transfer too
   kill -INT "$ping_pid"
   wait "$ping_pid"
@@ -441,9 +447,7 @@ t_migrate() {
   got=$(echo "$summary" | sed -n 's/.* \([0-9]*\) received.*/\1/p')
   dups=$(echo "$summary" | sed -n 's/.*+\([0-9]*\) duplicates.*/\1/p')
   errs=$(echo "$summary" | sed -n 's/.*+\([0-9]*\) errors.*/\1/p')
-  bytes=$(wc -c </tmp/blob 2>/dev/null)
-  sum=$(sha256sum /tmp/blob 2>/dev/null | cut -d' ' -f1)
-  rm -f /tmp/blob /tmp/ping.out
+  rm -f /tmp/blob.count /tmp/blob.bytes /tmp/wget.rc /tmp/ping.out
   r=FAIL
   [ "$wget_rc" = 0 ] && r=PASS
   result migrate result="$r" bytes="${bytes:-0}" sha256="${sum:-none}" wget_rc="$wget_rc" ping_sent="${sent:-0}" \
