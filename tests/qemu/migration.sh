@@ -160,8 +160,9 @@ migrate() {
 
 check_after() {
   local src_status dst_status
-  src_status=$(qmp "$qmp_src" query-status | jq -r .status)
-  dst_status=$(qmp "$qmp_dst" query-status | jq -r .status)
+  # A QEMU that exited already (its guest crashed and powered off) has no monitor.
+  src_status=$(qmp "$qmp_src" query-status 2>/dev/null | jq -r .status) || src_status="gone (QEMU exited)"
+  dst_status=$(qmp "$qmp_dst" query-status 2>/dev/null | jq -r .status) || dst_status="gone (QEMU exited)"
   [[ $src_status == postmigrate ]] || fail "the source is $src_status after the migration (postmigrate expected)"
   [[ $dst_status == running ]] || fail "the destination is $dst_status after the migration (running expected)"
   qmp "$qmp_src" quit >/dev/null || true
@@ -169,6 +170,10 @@ check_after() {
 
   # The guest's verdict, printed by the destination after the move.
   qlib_wait_marker dst '^UVHOST-DONE' 300 || true
+  if grep -Eq 'BUG:|Oops|Kernel panic|general protection' "$dir/guest-dst.log"; then
+    fail "the guest's kernel failed on the destination:"
+    grep -E 'BUG:|Oops|Kernel panic|general protection|RIP:|Comm:' "$dir/guest-dst.log" | tr -d '\r' | head -n 12 | sed 's/^/  | /'
+  fi
   qlib_result dst migrate || return 0
   echo "[dst] $RESULT"
   grep -E '^ping: ' "$dir/guest-dst.log" | tr -d '\r' | sed 's/^/[dst] /'
