@@ -11,6 +11,9 @@
 #                 destination on port b
 #   two-daemons   two `uvhost serve` daemons, the source's with port a, the
 #                 destination's with port b
+#   qemu-tap      the control, without uvhost: QEMU's own virtio-net on kernel taps
+#                 it makes itself (a and b), everything else the same (the RARP is
+#                 QEMU's own announcement, written to tap b)
 # Layout (both cases): a private network namespace with a Linux bridge holding the host
 # address 10.0.0.1/24 and both ports' taps, so the host reaches the guest through
 # whichever tap the bridge learned its MAC on. The guest (10.0.0.2) runs guest-init.sh's
@@ -45,11 +48,11 @@ while (($#)); do
     --mb) mb=$2; shift 2 ;;
     --rate-kb) rate_kb=$2; shift 2 ;;
     --max-lost) max_lost=$2; shift 2 ;;
-    same-daemon | two-daemons) case_name=$1; shift ;;
-    *) echo "usage: migration.sh --uvhost PATH same-daemon|two-daemons [--mb N] [--rate-kb N] [--max-lost N]" >&2; exit 64 ;;
+    same-daemon | two-daemons | qemu-tap) case_name=$1; shift ;;
+    *) echo "usage: migration.sh --uvhost PATH same-daemon|two-daemons|qemu-tap [--mb N] [--rate-kb N] [--max-lost N]" >&2; exit 64 ;;
   esac
 done
-[[ -n $uvhost && -n $case_name ]] || { echo "usage: migration.sh --uvhost PATH same-daemon|two-daemons" >&2; exit 64; }
+[[ -n $uvhost && -n $case_name ]] || { echo "usage: migration.sh --uvhost PATH same-daemon|two-daemons|qemu-tap" >&2; exit 64; }
 [[ -x $uvhost ]] || { echo "no uvhost binary at $uvhost" >&2; exit 64; }
 uvhost=$(readlink -f "$uvhost")
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace, taps and a bridge needed): skipped"; exit 77; }
@@ -87,6 +90,7 @@ start_daemons() {
       ilib_serve_start serve-dst -- --control "$dir/ctl-dst.sock" --port "sock=$sock_b,backend=tap,tap=$tap_b,name=b"
       SERVE_TAGS=(serve-src serve-dst) SERVE_PIDS+=("$SERVE_PID")
       ;;
+    qemu-tap) ;;  # QEMU makes the taps when it starts
   esac
 }
 
@@ -123,11 +127,13 @@ start_helpers() {
 # The source (NAME src) boots and runs the test; the destination (dst) waits for the
 # migration stream. Same kernel, command line, memory and device.
 start_guests() {
+  local -a net_a=(--sock "$sock_a") net_b=(--sock "$sock_b")
+  [[ $case_name == qemu-tap ]] && net_a=(--tap "$tap_a") net_b=(--tap "$tap_b")
   local -a guest_args=(uvhost.tests=migrate "uvhost.ip=$guest_ip/24" "uvhost.peer=$host_ip" uvhost.interval=0.05
     "uvhost.url=http://$host_ip:$http_port/blob")
-  qlib_guest_start src --sock "$sock_a" --cpu 1 --mac "$mac" --limit 600 --device-opts guest_announce=off \
+  qlib_guest_start src "${net_a[@]}" --cpu 1 --mac "$mac" --limit 600 --device-opts guest_announce=off \
     --qemu-arg -qmp --qemu-arg "unix:$qmp_src,server=on,wait=off" -- "${guest_args[@]}" || return 1
-  qlib_guest_start dst --sock "$sock_b" --cpu 1 --mac "$mac" --limit 600 --device-opts guest_announce=off \
+  qlib_guest_start dst "${net_b[@]}" --cpu 1 --mac "$mac" --limit 600 --device-opts guest_announce=off \
     --qemu-arg -qmp --qemu-arg "unix:$qmp_dst,server=on,wait=off" \
     --qemu-arg -incoming --qemu-arg "unix:$migrate_sock" -- "${guest_args[@]}" || return 1
   ilib_wait_until 20 test -S "$migrate_sock" || { fail "the destination QEMU never listened on $migrate_sock"; return 1; }
@@ -194,10 +200,12 @@ check_after() {
   local where
   where=$(fdb_port)
   [[ $where == "$tap_b" ]] || fail "the bridge has $mac on '$where', not on the destination's tap $tap_b"
-  grep -h "announced $mac" "$dir"/serve*.log | sed 's/^/[uvhost] /' || fail "uvhost logged no RARP announcement"
-  # The source's port logged while QEMU migrated (VHOST_F_LOG_ALL on, then off or closed).
-  grep -h "a: dirty-page logging on" "$dir"/serve*.log | sed 's/^/[uvhost] /' ||
-    fail "port a never turned dirty-page logging on"
+  if [[ $case_name != qemu-tap ]]; then
+    grep -h "announced $mac" "$dir"/serve*.log | sed 's/^/[uvhost] /' || fail "uvhost logged no RARP announcement"
+    # The source's port logged while QEMU migrated (VHOST_F_LOG_ALL on, then off or closed).
+    grep -h "a: dirty-page logging on" "$dir"/serve*.log | sed 's/^/[uvhost] /' ||
+      fail "port a never turned dirty-page logging on"
+  fi
 
   local downtime total setup ram
   downtime=$(jq -r '.downtime // "?"' <<<"$MIGRATION") total=$(jq -r '."total-time" // "?"' <<<"$MIGRATION")
@@ -216,9 +224,16 @@ stop_daemons() {
 
 SERVE_TAGS=() SERVE_PIDS=()
 start_daemons || exit 1
-bridge_up || exit 1
-start_helpers || exit 1
-start_guests || exit 1
+if [[ $case_name == qemu-tap ]]; then
+  # The taps exist once QEMU runs; the guest waits for the host's first echo reply.
+  start_guests || exit 1
+  bridge_up || exit 1
+  start_helpers || exit 1
+else
+  bridge_up || exit 1
+  start_helpers || exit 1
+  start_guests || exit 1
+fi
 if migrate; then check_after; fi
 stop_daemons
 ilib_finish "migration $case_name"
