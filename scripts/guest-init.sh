@@ -26,6 +26,7 @@
 #                             (ping -l N-1) (default 1)
 #    uvhost.queues=N          mq, queues: queue pairs to use (ethtool -L eth0 combined N)
 #                             (default 2)
+#    uvhost.url=URL           migrate: what to download (default http://PEER:8000/blob)
 #    uvhost.servers=N         iperf-server: iperf3 servers, on ports 5201.. (default 1)
 #    uvhost.serves=N          iperf-server: client tests each server waits for (default 2)
 #    uvhost.background=iperf  ping-gaps: an iperf3 TCP stream guest -> PEER for as long as
@@ -77,6 +78,13 @@
 #             port 5201+i of PEER, SECS s guest -> peer, then the same with -R; keys
 #             combined, tx_mbps, rx_mbps (sums of the receivers' figures), and eth0's
 #             per-queue packet counters after both (`ethtool -S`): tx_q0 rx_q0 tx_q1 ...
+#    migrate  the traffic of a live migration (the guest does not know it moves): iputils
+#             ping to PEER every INTERVAL s in the background while busybox wget fetches
+#             URL straight into sha256sum and wc -c (nothing stored: the file may be
+#             larger than the guest's memory); then the ping is stopped (SIGINT, its
+#             summary). Keys: bytes, sha256, wget_rc, ping_sent, ping_received,
+#             ping_duplicates, ping_errors. PASS when wget exited 0 (the host compares
+#             the checksum and judges the ping counts)
 #    bench-tx, bench-rx, bench-rr   `uvhost bench --frontend qemu`'s traffic (secs is the
 #             measured window): bench-tx/-rx run `iperf3 -c PEER -O WARMUP -t SECS -P
 #             SESSIONS -l SIZE` (-R for rx) in the background, sleep WARMUP, print
@@ -505,6 +513,35 @@ t_ping_gaps() {
     iperf_rc="$irc" iperf_mbps="${mbps:-?}" iperf_retransmits="${retr:-?}" peer="$peer"
 }
 
+t_migrate() {
+  url=$(arg url "http://$peer:8000/blob")
+  if ! peer_reachable; then result migrate result=FAIL why="peer-$peer-never-answered"; return; fi
+  iputils-ping -i "$interval" -W 5 -q "$peer" >/tmp/ping.out 2>&1 &
+  ping_pid=$!
+  mkfifo /tmp/blob.count
+  wc -c </tmp/blob.count >/tmp/blob.bytes &
+  count_pid=$!
+  sum=$( { wget -q -O - "$url"; echo $? >/tmp/wget.rc; } | tee /tmp/blob.count | sha256sum | cut -d' ' -f1)
+  wait "$count_pid"
+  wget_rc=$(cat /tmp/wget.rc)
+  bytes=$(cat /tmp/blob.bytes)
+  sleep 1  # a few echo requests after the transfer too
+  kill -INT "$ping_pid"
+  wait "$ping_pid"
+  # "N packets transmitted, M received, [+D duplicates, ][+E errors, ]L% packet loss, ..."
+  summary=$(grep 'packets transmitted' /tmp/ping.out)
+  say "ping: $summary"
+  sent=$(echo "$summary" | sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p')
+  got=$(echo "$summary" | sed -n 's/.* \([0-9]*\) received.*/\1/p')
+  dups=$(echo "$summary" | sed -n 's/.*+\([0-9]*\) duplicates.*/\1/p')
+  errs=$(echo "$summary" | sed -n 's/.*+\([0-9]*\) errors.*/\1/p')
+  rm -f /tmp/blob.count /tmp/blob.bytes /tmp/wget.rc /tmp/ping.out
+  r=FAIL
+  [ "$wget_rc" = 0 ] && r=PASS
+  result migrate result="$r" bytes="${bytes:-0}" sha256="${sum:-none}" wget_rc="$wget_rc" ping_sent="${sent:-0}" \
+    ping_received="${got:-0}" ping_duplicates="${dups:-0}" ping_errors="${errs:-0}"
+}
+
 for t in $(echo "$tests" | tr ',' ' '); do
   say "UVHOST-BEGIN: name=$t"
   case $t in
@@ -522,6 +559,7 @@ for t in $(echo "$tests" | tr ',' ' '); do
     bench-tx) t_bench_stream bench-tx tx ;;
     bench-rx) t_bench_stream bench-rx rx ;;
     bench-rr) t_bench_rr ;;
+    migrate) t_migrate ;;
     *) result "$t" result=FAIL why=unknown-test ;;
   esac
 done

@@ -24,6 +24,7 @@
 #include "offload_frames.h"
 #include "tap_test_support.h"
 #include "uvhost/backends/flow_hash.h"
+#include "uvhost/backends/rarp_frame.h"
 
 namespace uvhost::backends {
 namespace {
@@ -119,6 +120,31 @@ TEST_F(SwitchTest, BroadcastMulticastAndUnknownUnicastFloodToAllOthers) {
   EXPECT_EQ(stats.count(ForwardReason::kBroadcast), 1u);
   EXPECT_EQ(stats.count(ForwardReason::kMulticast), 1u);
   EXPECT_EQ(stats.count(ForwardReason::kUnknownUnicast), 1u);
+}
+
+// A guest that migrated from port a to port b: b's datapath sends its RARP announcement
+// (VHOST_USER_SEND_RARP) as a frame from b. Every other port gets it whole, and the
+// table moves the guest's MAC to b, so unicast to it goes to b from then on.
+TEST_F(SwitchTest, RarpAnnouncementFloodsAndMovesTheMacToItsPort) {
+  EXPECT_TRUE(a_->transmit(0, {}, frame(kBroadcast, kMacA, 1)));
+  (void)tags(in_b_);
+  (void)tags(in_c_);
+  ASSERT_EQ(hub_.table().lookup(mac_address(kMacA), SwitchClock::now()), a_->id());
+
+  const auto announcement = rarp_announcement(mac_address(kMacA));
+  virtio::IoPiece piece;
+  const TxFrame tx = TxFrame::contiguous(virtio::NetHeader{}, announcement, piece);
+  EXPECT_EQ(b_->transmit_burst(0, std::span<const TxFrame>(&tx, 1)).frames, 1u);
+  for (CollectingInjector* receiver : {&in_a_, &in_c_}) {
+    const auto got = receiver->take();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(is_rarp_announcement(got[0].packet->frame, mac_address(kMacA)));
+  }
+  EXPECT_TRUE(in_b_.take().empty());
+  EXPECT_EQ(hub_.table().lookup(mac_address(kMacA), SwitchClock::now()), b_->id());
+  EXPECT_TRUE(c_->transmit(0, {}, frame(kMacA, kMacC, 2)));
+  EXPECT_EQ(tags(in_b_), Tags{2});
+  EXPECT_EQ(tags(in_a_), Tags{});
 }
 
 // DATA_VALID / RSC_INFO from a sender (which must not set them) would tell the receiver

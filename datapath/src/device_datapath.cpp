@@ -6,7 +6,10 @@
 
 #include <stdexcept>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+
+#include "uvhost/backends/rarp_frame.h"
 
 #include "uvhost/vhost_user/features.h"
 #include "vring.h"
@@ -95,6 +98,7 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   q.enabled = start.enabled;
   q.log_used = start.log_used;
   q.log_guest_addr = start.log_guest_addr;
+  q.log_kick_fields();  // the receive ring's disable_guest_kicks() above
   q.started = true;
   q.idle_since.reset();
   if (q.is_tx && q.chains.empty()) {
@@ -202,9 +206,26 @@ void DeviceDatapath::log_changed(vhost_user::DirtyLog* log) {
   for_each_on_worker([log](Vring& q) { q.log = log; });
 }
 
+// The destination of a migration announces the guest (QEMU asks when the guest cannot
+// announce itself: no VIRTIO_NET_F_GUEST_ANNOUNCE): the RARP frame goes out of the
+// backend as if the guest had sent it on pair 0, on that pair's transmit worker (the
+// thread transmit_burst() belongs to). A tap writes it to the host, a switch floods it
+// to the other ports and learns the MAC on this one.
 void DeviceDatapath::rarp_requested(const std::array<uint8_t, 6>& mac) {
-  (void)mac;
   rarp_requests_.fetch_add(1, std::memory_order_relaxed);
+  const auto frame = backends::rarp_announcement(mac);
+  virtio::IoPiece piece;
+  const backends::TxFrame announcement = backends::TxFrame::contiguous(virtio::NetHeader{}, frame, piece);
+  Vring& tx = *vrings_.at(1);
+  backends::TxBurstResult result;
+  tx.worker->run([&] { result = backend_.transmit_burst(0, std::span<const backends::TxFrame>(&announcement, 1)); });
+  if (result.frames == 1) {
+    rarp_sent_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::info("{}: announced {:02x} with a RARP frame through its {} backend", options_.name, fmt::join(mac, ":"),
+                 backend_.kind());
+  } else {
+    spdlog::warn("{}: the backend did not take the RARP announcement of {:02x}", options_.name, fmt::join(mac, ":"));
+  }
 }
 
 // ---- Any thread -------------------------------------------------------------
@@ -296,6 +317,7 @@ void DeviceDatapath::set_kicks(Vring& q, bool enabled) {
       q.ring->disable_guest_kicks(map);
     }
   });
+  q.log_kick_fields();
   q.kicks_disabled = !enabled;
 }
 

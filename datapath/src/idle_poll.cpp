@@ -208,6 +208,7 @@ DeviceDatapath::AfterIdle DeviceDatapath::sleep(Vring& q, Clock::time_point now)
   if (q.is_tx) {
     bool work = false;
     q.memory->read([&](const virtio::GuestMemoryMap& map) { work = q.ring->enable_guest_kicks(map); });
+    q.log_kick_fields();
     q.kicks_disabled = false;
     if (work) {
       // Something slipped in: take it now, but after the worker's other pending items.

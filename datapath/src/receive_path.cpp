@@ -138,6 +138,7 @@ bool DeviceDatapath::wait_for_buffers(Vring& q) {
   const uint16_t more = q.writer.more_buffers_wanted();
   const bool room = q.memory->read(
       [&](const virtio::GuestMemoryMap& map) { return q.ring->enable_guest_kicks_for_more(map, more); });
+  q.log_kick_fields();
   q.kicks_disabled = false;
   return room;
 }

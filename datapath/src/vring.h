@@ -93,6 +93,11 @@ struct Vring {
 
   bool running() const noexcept { return started && ring != nullptr && !ring->is_broken(); }
   bool logging() const noexcept { return log_all && log != nullptr; }
+  // After enabling or disabling guest kicks (used->flags, avail_event written): the
+  // used ring's page marked dirty while migration logs.
+  void log_kick_fields() noexcept {
+    if (logging() && log_used && ring) vhost_user::log_kick_fields(*log, log_guest_addr, ring->config().size);
+  }
 };
 
 }  // namespace uvhost::datapath

@@ -5,8 +5,9 @@
 #
 # PATH defaults to build/release/cli/uvhost; CASE defaults to all of: basic switch
 # sockets restart stats offload mq switch-tso switch-mixed switch-mq (qemu_test.sh's
-# cases 1-12) and backend-restart (backend_restart.sh: the daemon killed and stopped
-# under a running guest). Each case's output is printed as it runs; at the end one line per case
+# cases 1-12), backend-restart (backend_restart.sh: the daemon killed and stopped
+# under a running guest) and migration.sh's same-daemon and two-daemons (live
+# migration). Each case's output is printed as it runs; at the end one line per case
 # (PASS / FAIL / SKIP and seconds). Exit 0 when every case passed, 1 otherwise. Under
 # TCG on a shared 2-core machine the first seven took about 3 minutes at load average
 # 10, 11 at load 15; the three switch-* cases 18-20 s each at load 1-2.
@@ -19,11 +20,11 @@ cases=()
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
-    basic | switch | sockets | restart | stats | smoke | offload | mq | switch-tso | switch-mixed | switch-mq | backend-restart) cases+=("$1"); shift ;;
-    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke|offload|mq|switch-tso|switch-mixed|switch-mq|backend-restart]..." >&2; exit 64 ;;
+    basic | switch | sockets | restart | stats | smoke | offload | mq | switch-tso | switch-mixed | switch-mq | backend-restart | same-daemon | two-daemons) cases+=("$1"); shift ;;
+    *) echo "usage: run-all.sh [--uvhost PATH] [basic|switch|sockets|restart|stats|smoke|offload|mq|switch-tso|switch-mixed|switch-mq|backend-restart|same-daemon|two-daemons]..." >&2; exit 64 ;;
   esac
 done
-((${#cases[@]})) || cases=(basic switch sockets restart stats offload mq switch-tso switch-mixed switch-mq backend-restart)
+((${#cases[@]})) || cases=(basic switch sockets restart stats offload mq switch-tso switch-mixed switch-mq backend-restart same-daemon two-daemons)
 [[ -x $uvhost ]] || { echo "run-all.sh: no uvhost binary at $uvhost (build it, or give --uvhost)" >&2; exit 64; }
 
 summary=() bad=0
@@ -36,11 +37,11 @@ for c in "${cases[@]}"; do
   esac
   echo "=== qemu $c"
   start=$SECONDS rc=0
-  if [[ $c == backend-restart ]]; then
-    "$HERE/backend_restart.sh" --uvhost "$uvhost" --cases kill,term || rc=$?
-  else
-    "$HERE/qemu_test.sh" --uvhost "$uvhost" "$c" "${args[@]}" || rc=$?
-  fi
+  case $c in
+    backend-restart) "$HERE/backend_restart.sh" --uvhost "$uvhost" --cases kill,term || rc=$? ;;
+    same-daemon | two-daemons) "$HERE/migration.sh" --uvhost "$uvhost" "$c" "${args[@]}" || rc=$? ;;
+    *) "$HERE/qemu_test.sh" --uvhost "$uvhost" "$c" "${args[@]}" || rc=$? ;;
+  esac
   case $rc in
     0) verdict=PASS ;;
     77) verdict=SKIP ;;

@@ -225,8 +225,13 @@ BackendDevice::Outcome BackendDevice::on_set_features(uint64_t features) {
       return fail("only VHOST_F_LOG_ALL may change while rings run");
     }
   }
+  const bool logging_changed = ((features ^ acked_features_) & feature::kLogAll) != 0;
   acked_features_ = features;
   hooks_.features_changed(features);
+  if (logging_changed) {
+    spdlog::info("{}: dirty-page logging {} (VHOST_F_LOG_ALL)", options_.name,
+                 (features & feature::kLogAll) != 0 ? "on" : "off");
+  }
   return {};
 }
 

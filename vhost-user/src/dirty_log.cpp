@@ -96,6 +96,11 @@ void log_used_elements(DirtyLog& log, uint64_t log_guest_addr, uint16_t end, uin
   }
 }
 
+void log_kick_fields(DirtyLog& log, uint64_t log_guest_addr, uint32_t ring_size) noexcept {
+  log_used_write(log, log_guest_addr, kUsedFlagsOffset, sizeof(uint16_t));
+  log_used_write(log, log_guest_addr, kUsedRingOffset + uint64_t{ring_size} * kUsedElementSize, sizeof(uint16_t));
+}
+
 void log_host_writes(DirtyLog& log, const virtio::GuestMemoryMap& map,
                      std::span<const virtio::IoPiece> pieces) noexcept {
   for (const virtio::IoPiece& piece : pieces) {

@@ -40,6 +40,7 @@ Frontend::~Frontend() {
   connection_.close();
   pairs_.clear();  // DriverQueues point into the mapping: gone before it
   if (memory_ != nullptr) ::munmap(memory_, memory_bytes_);
+  if (log_ != nullptr) ::munmap(log_, log_bytes_);
 }
 
 bool Frontend::fail(std::string why) {

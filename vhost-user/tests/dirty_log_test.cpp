@@ -70,6 +70,21 @@ TEST(DirtyLogTest, UsedRingHelpersLogElementAndIndex) {
   log_used_write(*log, ~uint64_t{0} - 1, 16, 8);  // address + offset wraps: ignored
 }
 
+TEST(DirtyLogTest, KickFieldsLogFlagsAndAvailEvent) {
+  GuestRam ram(4096);
+  std::string error;
+  auto log = map_log(ram, 64, 0, error);
+  ASSERT_TRUE(log);
+  // A 1024-entry used ring at 0x10000: flags on page 16, avail_event after the last
+  // element at 0x10000 + 4 + 8 * 1024 = 0x12004 (page 18); the elements between are not
+  // written by enabling or disabling kicks.
+  log_kick_fields(*log, 0x10000, 1024);
+  EXPECT_TRUE(log->is_dirty(0x10000));
+  EXPECT_FALSE(log->is_dirty(0x11000));
+  EXPECT_TRUE(log->is_dirty(0x12000));
+  EXPECT_FALSE(log->is_dirty(0x13000));
+}
+
 TEST(DirtyLogTest, ConcurrentMarksAreNotLost) {
   GuestRam ram(4096);
   std::string error;

@@ -111,6 +111,8 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
 
   std::vector<QueueSnapshot> snapshot() const;
   uint64_t rarp_requests() const noexcept { return rarp_requests_.load(std::memory_order_relaxed); }
+  // RARP announcements the backend took (one per request it did not refuse).
+  uint64_t rarp_sent() const noexcept { return rarp_sent_.load(std::memory_order_relaxed); }
 
   // RxInjector
   bool inject(uint32_t pair, backends::PacketPtr packet) noexcept override;
@@ -175,6 +177,7 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   backends::PortBackend& backend_;
   std::vector<std::unique_ptr<Vring>> vrings_;
   std::atomic<uint64_t> rarp_requests_{0};
+  std::atomic<uint64_t> rarp_sent_{0};
 };
 
 }  // namespace uvhost::datapath

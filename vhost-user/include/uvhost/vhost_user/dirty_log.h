@@ -63,6 +63,7 @@ class DirtyLog {
 };
 
 // Offsets inside a split ring's used area (virtio 1.2, 2.7.8).
+inline constexpr uint64_t kUsedFlagsOffset = 0;
 inline constexpr uint64_t kUsedIdxOffset = 2;
 inline constexpr uint64_t kUsedRingOffset = 4;
 inline constexpr uint64_t kUsedElementSize = 8;
@@ -77,6 +78,9 @@ void log_used_element(DirtyLog& log, uint64_t log_guest_addr, uint32_t slot) noe
 // of a ring of `ring_size` entries, and used->idx: what deliver() added for one packet.
 void log_used_elements(DirtyLog& log, uint64_t log_guest_addr, uint16_t end, uint16_t count,
                        uint32_t ring_size) noexcept;
+// Marks used->flags and the used ring's avail_event (after the last element): what
+// enabling or disabling guest kicks writes (NO_NOTIFY, or EVENT_IDX's avail_event).
+void log_kick_fields(DirtyLog& log, uint64_t log_guest_addr, uint32_t ring_size) noexcept;
 // Marks the guest pages behind host ranges the device wrote (receive buffers), found
 // through `map` (a range outside every region is not guest memory: nothing to mark).
 void log_host_writes(DirtyLog& log, const virtio::GuestMemoryMap& map,

@@ -32,6 +32,11 @@
 //    block (busy-polling callers just call those).
 //  - REPLY_ACK: when negotiated, every request without a reply of its own asks for one
 //    (NEED_REPLY) and a nonzero ack fails the step.
+//  - Dirty-page log (migration, as QEMU runs it): start_dirty_log() hands the backend a
+//    memfd bitmap covering the guest memory (SET_LOG_BASE: needs protocol::kLogShmfd
+//    in options.protocol_features), sets VHOST_F_LOG_ALL and gives every ring its used
+//    ring's guest address with VHOST_VRING_F_LOG; page_dirty() reads a page's bit,
+//    clear_dirty_log() zeroes them (QEMU's sync). Only the backend marks pages.
 //  - stop(): SET_VRING_ENABLE 0 (if negotiated), GET_VRING_BASE per vring (which stops
 //    it), then closes the socket; stopped_base() keeps each answer. The destructor
 //    closes without the messages.
@@ -138,6 +143,16 @@ class Frontend {
   // closes the socket. false (error() set) if the backend misbehaved on the way; the
   // socket is closed either way.
   bool stop();
+
+  // See the contract. false (and broken) if the backend refused a step.
+  bool start_dirty_log();
+  bool page_dirty(uint64_t guest_addr) const noexcept;
+  void clear_dirty_log() noexcept;
+  // The guest-physical address of a byte of guest memory (e.g. RxPacket::frame.data()
+  // when the packet came in one buffer); nullopt outside it.
+  std::optional<uint64_t> guest_address_of(const std::byte* host) const noexcept;
+  // The guest-physical address of vring `index`'s used ring.
+  uint64_t used_ring_address(uint32_t index) const;
   // What GET_VRING_BASE answered for `vring` during stop() (nullopt before, or if stop()
   // did not get that far).
   std::optional<uint16_t> stopped_base(uint32_t vring) const;
@@ -180,6 +195,11 @@ class Frontend {
   UniqueFd memfd_;
   std::byte* memory_ = nullptr;
   size_t memory_bytes_ = 0;
+
+  // The dirty-page log handed to the backend (start_dirty_log).
+  UniqueFd log_fd_;
+  uint8_t* log_ = nullptr;
+  size_t log_bytes_ = 0;
 
   std::vector<std::unique_ptr<FrontendQueuePair>> pairs_;
   std::vector<std::optional<uint16_t>> vring_bases_;  // per vring, filled by stop()
