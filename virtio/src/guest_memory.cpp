@@ -159,8 +159,7 @@ int64_t MemoryRegion::backing_size_now() const noexcept {
 }
 
 const MemoryRegion* GuestMemoryMap::faulted_region() const noexcept {
-  // Pairs with the handler's release increment of the count the caller just read.
-  std::atomic_thread_fence(std::memory_order_acquire);
+  // The caller's fault_count() (acquire) made every flag set before it visible.
   for (const auto& region : regions_) {
     if (region->faulted()) return region.get();
   }

@@ -42,9 +42,10 @@ Slot* find_slot(uintptr_t address) noexcept {
     if (slot.state.load(std::memory_order_acquire) != kLive) continue;
     const uint64_t before = slot.version.load(std::memory_order_acquire);
     if ((before & 1) != 0) continue;
-    const uintptr_t begin = slot.begin.load(std::memory_order_relaxed);
-    const uintptr_t end = slot.end.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // acquire: the version's second load cannot move before these (no fence: TSan
+    // does not model fences).
+    const uintptr_t begin = slot.begin.load(std::memory_order_acquire);
+    const uintptr_t end = slot.end.load(std::memory_order_acquire);
     if (slot.version.load(std::memory_order_relaxed) != before) continue;
     if (address >= begin && address < end) return &slot;
   }
@@ -82,8 +83,8 @@ void on_sigbus(int signo, siginfo_t* info, void* context) {
   void* replaced = ::mmap(reinterpret_cast<void*>(begin), length, PROT_READ | PROT_WRITE,
                           MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (replaced == MAP_FAILED) return pass_on(signo, info, context);
-  // The flag before the count (release): a reader that sees the new count and then
-  // fences (acquire) sees the flag, and one that sees the flag sees the zero mapping.
+  // The flag before the count (release): a reader that loads the new count (acquire)
+  // sees the flag, and one that sees the flag sees the zero mapping.
   slot->faulted.store(true, std::memory_order_release);
   g_fault_count.fetch_add(1, std::memory_order_release);
 }
@@ -107,8 +108,9 @@ std::optional<MappingId> register_mapping(void* begin, size_t length) noexcept {
     uint32_t expected = kFree;
     if (!slot.state.compare_exchange_strong(expected, kBusy, std::memory_order_acq_rel)) continue;
     slot.version.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
-    slot.begin.store(reinterpret_cast<uintptr_t>(begin), std::memory_order_relaxed);
-    slot.end.store(reinterpret_cast<uintptr_t>(begin) + length, std::memory_order_relaxed);
+    // release: not visible before the odd version.
+    slot.begin.store(reinterpret_cast<uintptr_t>(begin), std::memory_order_release);
+    slot.end.store(reinterpret_cast<uintptr_t>(begin) + length, std::memory_order_release);
     slot.faulted.store(false, std::memory_order_relaxed);
     slot.version.fetch_add(1, std::memory_order_release);  // even: stable
     slot.state.store(kLive, std::memory_order_release);
@@ -122,8 +124,8 @@ void unregister_mapping(MappingId id) noexcept {
   Slot& slot = g_slots[id];
   slot.state.store(kBusy, std::memory_order_release);
   slot.version.fetch_add(1, std::memory_order_acq_rel);
-  slot.begin.store(0, std::memory_order_relaxed);
-  slot.end.store(0, std::memory_order_relaxed);
+  slot.begin.store(0, std::memory_order_release);
+  slot.end.store(0, std::memory_order_release);
   slot.faulted.store(false, std::memory_order_relaxed);
   slot.version.fetch_add(1, std::memory_order_release);
   slot.state.store(kFree, std::memory_order_release);
@@ -133,7 +135,7 @@ bool faulted(MappingId id) noexcept {
   return id < kMaxMappings && g_slots[id].faulted.load(std::memory_order_acquire);
 }
 
-uint64_t fault_count() noexcept { return g_fault_count.load(std::memory_order_relaxed); }
+uint64_t fault_count() noexcept { return g_fault_count.load(std::memory_order_acquire); }
 
 bool address_faulted(const void* address) noexcept {
   const Slot* slot = find_slot(reinterpret_cast<uintptr_t>(address));

@@ -52,7 +52,7 @@
 //  - The backend is attached in the constructor and detached first thing in the
 //    destructor (no inject after that), which then stops every running ring.
 //  - Guest memory cut short under us (guest_memory_fault.h): after each burst, and in
-//    each poll check, a handler compares the process's fault count (one relaxed load);
+//    each poll check, a handler compares the process's fault count (one plain load);
 //    when it moved and a region of this device's map faulted, the ring breaks, its err
 //    fd is written, and the first ring to find it logs ONE error line for the device
 //    (the region's guest range, what backs it, the size the file has now) and makes

@@ -29,7 +29,7 @@
 //    turns true. Whether the fd was sealed against shrinking (F_SEAL_SHRINK) is logged
 //    at map time and kept (sealed_against_shrink()).
 //  - faulted_region(): the first region of the map that faulted, or nullptr. Callers
-//    poll guest_memory_fault::fault_count() (one relaxed load) and ask only when it
+//    poll guest_memory_fault::fault_count() (one load) and ask only when it
 //    moved.
 //  - Thread safety: all const member functions may run concurrently.
 #pragma once

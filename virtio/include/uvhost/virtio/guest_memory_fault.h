@@ -24,7 +24,7 @@
 //    flag, counts the fault and returns: the faulting instruction runs again against
 //    harmless memory. No longjmp through C++ frames, and nothing on the fast path: a
 //    reader pays nothing until a fault happens.
-//  - Whoever reads guest memory then notices: fault_count() is one relaxed load (the
+//  - Whoever reads guest memory then notices: fault_count() is one load (the
 //    datapath compares it after each burst); when it moved, faulted() of the mappings
 //    in use tells which one. The device is then broken and its connection ended; its
 //    rings read zeros until then, which may look like ring violations: DeviceQueue
@@ -69,10 +69,10 @@ void unregister_mapping(MappingId id) noexcept;
 // Has a SIGBUS in this mapping been absorbed (the mapping now reads zeros)?
 bool faulted(MappingId id) noexcept;
 
-// Faults absorbed by the handler in this process so far. Relaxed: a change is the cue
-// to look at faulted() of the mappings in use (the count is incremented after the flag
-// is set, with release; faulted() loads with acquire, so a reader that saw the count
-// move sees the flag).
+// Faults absorbed by the handler in this process so far; a change is the cue to look at
+// faulted() of the mappings in use. Acquire (a plain load on x86 and as cheap as a
+// relaxed one): the handler increments it with release after setting the flag, so a
+// reader that saw the count move sees the flag.
 uint64_t fault_count() noexcept;
 
 // Is `address` inside a registered mapping that faulted? (Slow path: scans the table.)
