@@ -264,6 +264,15 @@ void cut_memory_under_traffic(const std::string& memory_dir, const std::string& 
       good_sent += 64;
     }
   });
+  // A failed ASSERT below returns early: the sender is stopped and joined on the way out.
+  struct StopOnExit {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~StopOnExit() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } stop_on_exit{stop_good, good_thread};
   ASSERT_TRUE(eventually([&] { return good_sent.load() >= 256; }));
 
   const int fds_before = count_fds(serve.pid());
