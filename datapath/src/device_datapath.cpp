@@ -3,8 +3,14 @@
 #include "uvhost/datapath/device_datapath.h"
 
 #include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +18,7 @@
 #include "uvhost/backends/rarp_frame.h"
 
 #include "uvhost/vhost_user/features.h"
+#include "uvhost/virtio/guest_memory_fault.h"
 #include "vring.h"
 
 namespace uvhost::datapath {
@@ -23,6 +30,8 @@ DeviceDatapath::DeviceDatapath(DatapathOptions options, backends::PortBackend& b
     throw std::invalid_argument("DeviceDatapath: one worker per queue pair is needed");
   }
   if (options_.burst == 0) options_.burst = 1;
+  failure_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (failure_fd_ < 0) throw std::runtime_error(fmt::format("DeviceDatapath: eventfd: {}", std::strerror(errno)));
   for (uint32_t index = 0; index < queue_count(); ++index) {
     auto vring = std::make_unique<Vring>(
         index, pair_workers[index / 2], [this](Vring& q) { handle(q); }, options_.inbound_frames);
@@ -52,6 +61,7 @@ DeviceDatapath::~DeviceDatapath() {
   // A handler may still be queued (a kick that came just before the stop): run()
   // flushes the worker, so it has run (and found its ring stopped) when this returns.
   for (auto& vring : vrings_) vring->worker->run([] {});
+  ::close(failure_fd_);
 }
 
 template <class Fn>
@@ -95,6 +105,9 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   q.memory = &memory;
   q.kick_fd = start.kick_fd;
   q.call_fd = start.call_fd;
+  q.err_fd = start.err_fd;
+  q.err_signalled = false;
+  q.seen_faults = 0;  // look once at the first burst: the memory may have faulted already
   q.enabled = start.enabled;
   q.log_used = start.log_used;
   q.log_guest_addr = start.log_guest_addr;
@@ -108,7 +121,11 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
       q.bounce = std::make_unique<TxBounce>(options_.burst, kMaxFrame + virtio::kNetHeaderSizeMrg);
     }
   }
-  if (q.kick_fd >= 0) q.worker->watch(q.kick_fd, [this, &q] { on_kick(q); });
+  if (q.kick_fd >= 0) {
+    q.worker->watch(q.kick_fd, [this, &q] { on_kick(q); });
+  } else {
+    spdlog::info("{}: vring {} has no kick fd (NOFD): polled as poll=always", options_.name, q.index);
+  }
   if (!q.is_tx) {
     q.rx_fd = backend_.rx_fd(q.pair);
     // Edge-triggered: receive_burst() pulls until the backend has nothing (or the
@@ -136,7 +153,7 @@ uint16_t DeviceDatapath::stop_on_worker(Vring& q) {
   q.ring.reset();
   q.started = false;
   q.memory = nullptr;
-  q.kick_fd = q.call_fd = q.rx_fd = -1;
+  q.kick_fd = q.call_fd = q.err_fd = q.rx_fd = -1;
   refresh_view(q);
   drop_pending_receive(q);
   return next;
@@ -161,7 +178,14 @@ void DeviceDatapath::refresh_view(Vring& q) {
   // relaxed: reporting; release on `accepting`: see vring.h.
   q.view_started.store(q.started, std::memory_order_relaxed);
   q.view_enabled.store(q.enabled, std::memory_order_relaxed);
-  q.view_broken.store(q.ring != nullptr && q.ring->is_broken(), std::memory_order_relaxed);
+  const bool broken = q.ring != nullptr && q.ring->is_broken();
+  q.view_broken.store(broken, std::memory_order_relaxed);
+  q.view_no_kick_fd.store(q.started && q.kick_fd < 0, std::memory_order_relaxed);
+  // The frontend's error notification (SET_VRING_ERR), once per break.
+  if (broken && !q.err_signalled) {
+    q.err_signalled = true;
+    if (q.err_fd >= 0) (void)::eventfd_write(q.err_fd, 1);
+  }
   q.accepting.store(!q.is_tx && q.running() && q.enabled, std::memory_order_release);
 }
 
@@ -177,6 +201,11 @@ void DeviceDatapath::queue_enabled(uint32_t index, bool enabled) {
 void DeviceDatapath::call_fd_changed(uint32_t index, int call_fd) {
   Vring& q = *vrings_.at(index);
   q.worker->run([&] { q.call_fd = call_fd; });
+}
+
+void DeviceDatapath::err_fd_changed(uint32_t index, int err_fd) {
+  Vring& q = *vrings_.at(index);
+  q.worker->run([&] { q.err_fd = err_fd; });
 }
 
 void DeviceDatapath::used_log_changed(uint32_t index, bool log_used, uint64_t log_guest_addr) {
@@ -277,6 +306,7 @@ std::vector<QueueSnapshot> DeviceDatapath::snapshot() const {
     s.started = q.view_started.load(std::memory_order_relaxed);
     s.enabled = q.view_enabled.load(std::memory_order_relaxed);
     s.broken = q.view_broken.load(std::memory_order_relaxed);
+    s.no_kick_fd = q.view_no_kick_fd.load(std::memory_order_relaxed);
     s.poll = unpack(q.poll_word.load(std::memory_order_relaxed));
     s.packets = c.packets.get();
     s.bytes = c.bytes.get();
@@ -297,7 +327,50 @@ std::vector<QueueSnapshot> DeviceDatapath::snapshot() const {
   return out;
 }
 
+std::optional<std::string> DeviceDatapath::take_failure() {
+  eventfd_t ignored;
+  (void)::eventfd_read(failure_fd_, &ignored);  // non-blocking: drains a pending signal
+  sync::MutexLock lock(failure_mutex_);
+  return std::exchange(failure_, std::nullopt);
+}
+
 // ---- Worker thread: shared by both directions ---------------------------------
+
+bool DeviceDatapath::faults_moved(const Vring& q) noexcept {
+  return virtio::guest_memory_fault::fault_count() != q.seen_faults;
+}
+
+bool DeviceDatapath::check_memory_fault(Vring& q) {
+  q.seen_faults = virtio::guest_memory_fault::fault_count();
+  if (q.memory == nullptr || q.ring == nullptr) return false;
+  std::string description;
+  q.memory->read([&](const virtio::GuestMemoryMap& map) {
+    const virtio::MemoryRegion* region = map.faulted_region();
+    if (region == nullptr) return;
+    description = fmt::format(
+        "guest memory region gpa [{:#x}, {:#x}] ({} bytes on {}) was cut short under the device: its file holds {} "
+        "bytes, the region needs {}",
+        region->guest_phys_addr(), region->guest_last(), region->size(), virtio::to_string(region->backing()),
+        region->backing_size_now(), region->required_backing_size());
+  });
+  if (description.empty()) return false;
+  // The region reads zeros now; the ring is done with. Silent: reported below, once.
+  q.ring->mark_broken(virtio::QueueError::kGuestMemoryFault, description);
+  refresh_view(q);
+  bool first = false;
+  {
+    sync::MutexLock lock(failure_mutex_);
+    if (!failure_) {
+      failure_ = description;
+      first = true;
+    }
+  }
+  if (first) {
+    spdlog::error("{}: {}; device broken, ending the connection", options_.name, description);
+    (void)::eventfd_write(failure_fd_, 1);
+  }
+  return true;
+}
 
 void DeviceDatapath::on_kick(Vring& q) {
   eventfd_t ignored;

@@ -18,7 +18,9 @@ uint64_t nanoseconds(Clock::duration d) {
 }  // namespace
 
 void DeviceDatapath::handle(Vring& q) {
+  if (faults_moved(q) && check_memory_fault(q)) return;
   if (!q.running()) {
+    if (q.started) refresh_view(q);  // broken in a poll check: report it, write the err fd
     if (!q.is_tx) drop_pending_receive(q);
     return;
   }
@@ -39,12 +41,13 @@ void DeviceDatapath::handle(Vring& q) {
     const Burst burst = q.is_tx ? transmit_burst(q) : receive_burst(q);
     turn_entries += burst.entries;
     turn_bytes += burst.bytes;
+    if (faults_moved(q) && check_memory_fault(q)) return;
     if (!q.running()) {
       refresh_view(q);  // broken by the guest: report it, stop taking injects
       return;
     }
     if (burst.blocked) {
-      if (unpack(q.poll_word.load(std::memory_order_relaxed)).mode == PollMode::kAlways) {
+      if (q.effective_poll().mode == PollMode::kAlways) {
         // Poll for the buffers instead of asking for a kick.
         switch (spin_always(q, &DeviceDatapath::buffers_arrived)) {
           case AfterIdle::kContinue: continue;
@@ -69,7 +72,7 @@ void DeviceDatapath::handle(Vring& q) {
       // A short transmit burst drained the ring: a spinning queue looks for more in
       // its spin (cheaper than another burst that finds nothing).
       const bool drained = q.is_tx && burst.entries < options_.burst;
-      if (!drained || unpack(q.poll_word.load(std::memory_order_relaxed)).mode != PollMode::kAlways) continue;
+      if (!drained || q.effective_poll().mode != PollMode::kAlways) continue;
     }
     switch (idle(q)) {
       case AfterIdle::kContinue: continue;
@@ -90,7 +93,7 @@ bool DeviceDatapath::has_work(Vring& q) {
 }
 
 DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
-  const PollSettings settings = unpack(q.poll_word.load(std::memory_order_relaxed));
+  const PollSettings settings = q.effective_poll();
   if (settings.mode == PollMode::kAlways && q.is_tx && q.enabled) return spin_always(q, &DeviceDatapath::has_work);
   const auto start = Clock::now();
   // A receive ring in `always` mode learns of frames from events (inject, the pull
@@ -108,7 +111,7 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
   Clock::time_point now = start;
   for (;;) {
     now = Clock::now();
-    if (has_work(q)) {
+    if (has_work(q) || faults_moved(q)) {  // a fault: the next burst's check reports it
       exit = PollExit::kWork;
       break;
     }
@@ -173,6 +176,11 @@ DeviceDatapath::AfterIdle DeviceDatapath::spin_always(Vring& q, bool (DeviceData
   for (uint32_t pass = 1;; ++pass) {
     if ((this->*ready)(q)) break;
     if (pass % kCheckEvery != 0) continue;
+    if (faults_moved(q) || !q.running()) {
+      exit = PollExit::kAnyWork;  // the handler's next run reports the fault / the break
+      after = AfterIdle::kRequeue;
+      break;
+    }
     if (q.handler.is_queued()) {
       exit = PollExit::kOwnKick;  // a kick, a ready fd, a control change: that run comes next
       after = AfterIdle::kQueued;

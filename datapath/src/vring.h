@@ -56,6 +56,7 @@ struct Vring {
   std::atomic<bool> view_started{false};
   std::atomic<bool> view_enabled{false};
   std::atomic<bool> view_broken{false};
+  std::atomic<bool> view_no_kick_fd{false};  // NOFD: polled whatever the poll mode
   std::atomic<bool> accepting{false};
   const std::unique_ptr<FrameRing> inbound;  // receive vrings only
 
@@ -64,6 +65,10 @@ struct Vring {
   virtio::GuardedGuestMemory* memory = nullptr;
   int kick_fd = -1;
   int call_fd = -1;
+  int err_fd = -1;  // SET_VRING_ERR: written once when the ring breaks
+  bool err_signalled = false;
+  // guest_memory_fault::fault_count() when this ring last looked for a faulted region.
+  uint64_t seen_faults = 0;
   int rx_fd = -1;  // the backend's pull readiness fd being watched (receive only)
   bool started = false;
   bool enabled = false;
@@ -97,6 +102,14 @@ struct Vring {
   // used ring's page marked dirty while migration logs.
   void log_kick_fields() noexcept {
     if (logging() && log_used && ring) vhost_user::log_kick_fields(*log, log_guest_addr, ring->config().size);
+  }
+  // The settings the handler follows: the port's, except that a ring without a kick fd
+  // (SET_VRING_KICK with VHOST_USER_VRING_NOFD_MASK) is polled, as `always` does: it
+  // would otherwise sleep forever waiting for a kick that cannot come.
+  PollSettings effective_poll() const noexcept {
+    PollSettings settings = unpack(poll_word.load(std::memory_order_relaxed));
+    if (started && kick_fd < 0) settings.mode = PollMode::kAlways;
+    return settings;
   }
 };
 

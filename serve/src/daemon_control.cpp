@@ -44,6 +44,7 @@ nlohmann::json queue_json(const datapath::QueueSnapshot& q) {
       {"started", q.started},
       {"enabled", q.enabled},
       {"broken", q.broken},
+      {"no_kick_fd", q.no_kick_fd},
       {"poll",
        {{"mode", std::string(datapath::to_string(q.poll.mode))},
         {"busy_us", q.poll.busy_us},

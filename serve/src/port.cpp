@@ -293,6 +293,8 @@ void Port::serve(Connection connection) {
   device_options.backend_features = backend_->offered_features();
   auto device = std::make_unique<BackendDevice>(std::move(connection), *datapath_, device_options);
   connected_.store(true, std::memory_order_relaxed);
+  (void)datapath_->take_failure();  // a failure belongs to the connection it ended
+  std::optional<std::string> failure;
 
   // This thread only speaks the protocol; packets move on the workers.
   std::vector<pollfd> entries;
@@ -304,6 +306,7 @@ void Port::serve(Connection connection) {
     entries.clear();
     entries.push_back({stop_fd_, POLLIN, 0});
     entries.push_back({device->connection().fd(), POLLIN | POLLRDHUP, 0});
+    entries.push_back({datapath_->failure_fd(), POLLIN, 0});
     if (listener_ && !frontend_leaving) entries.push_back({listener_->fd(), POLLIN, 0});
     const int ready = ::poll(entries.data(), entries.size(), stats_tick());
     if (ready < 0 && errno != EINTR) {
@@ -313,7 +316,12 @@ void Port::serve(Connection connection) {
     if (ready <= 0) continue;
     if (entries[0].revents != 0) break;  // the daemon stops: the device's destructor stops the rings
     frontend_leaving = frontend_leaving || (entries[1].revents & (POLLHUP | POLLRDHUP)) != 0;
-    if (entries.size() > 2 && entries[2].revents != 0 && !frontend_leaving) reject_extra_frontend();
+    if (entries[2].revents != 0) {
+      // The datapath logged the error line; the device is done with (its memory is gone).
+      failure = datapath_->take_failure();
+      if (failure) break;
+    }
+    if (entries.size() > 3 && entries[3].revents != 0 && !frontend_leaving) reject_extra_frontend();
     if (entries[1].revents != 0) {
       const bool closed = device->handle_one() == BackendDevice::Progress::kClosed;
       negotiated_.store(device->acked_features(), std::memory_order_relaxed);
@@ -322,9 +330,13 @@ void Port::serve(Connection connection) {
     }
   }
 
-  const bool stopping = device->is_open();
-  const std::string reason = stopping ? "the daemon stops" : device->close_reason();
-  if (!stopping && !device->closed_by_frontend()) protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+  const bool stopping = device->is_open() && !failure;
+  const std::string reason = failure ? "device failed: " + *failure
+                             : stopping ? "the daemon stops"
+                                        : device->close_reason();
+  if (failure || (!stopping && !device->closed_by_frontend())) {
+    protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
   // Destroy the device before reporting: it stops the rings (after their last burst
   // was completed and published) and closes every fd the frontend sent.
   device.reset();

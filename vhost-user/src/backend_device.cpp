@@ -358,9 +358,11 @@ BackendDevice::Outcome BackendDevice::on_set_vring_fd(Request request, const Vri
       if (ring.started) hooks_.call_fd_changed(vring.index, ring.call.get());
       return {};  // `old` is closed here, after the datapath let go of it
     }
-    default:
-      ring.err = std::move(fd);
-      return {};
+    default: {
+      UniqueFd old = std::exchange(ring.err, std::move(fd));
+      if (ring.started) hooks_.err_fd_changed(vring.index, ring.err.get());
+      return {};  // `old` is closed here, after the datapath let go of it
+    }
   }
 }
 
@@ -419,6 +421,7 @@ BackendDevice::Outcome BackendDevice::try_start(uint32_t index) {
   start.last_avail_index = ring.base;
   start.kick_fd = ring.kick.get();
   start.call_fd = ring.call.get();
+  start.err_fd = ring.err.get();
   // Spec "Ring states": without VHOST_USER_F_PROTOCOL_FEATURES a ring starts enabled.
   start.enabled = (acked_features_ & feature::kProtocolFeatures) != 0 ? ring.enabled : true;
   start.log_used = (address.flags & kVringFlagLog) != 0;

@@ -3,7 +3,9 @@
 #include "uvhost/vhost_user/frontend.h"
 
 #include <sys/eventfd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -176,8 +178,18 @@ bool Frontend::setup_memory() {
   const size_t vrings = size_t{options_.queue_pairs} * 2;
   memory_bytes_ = vrings * (ring_bytes + buffer_bytes);
 
-  memfd_.reset(::memfd_create("uvhost-frontend", MFD_CLOEXEC));
-  if (!memfd_) return fail(fmt::format("frontend: memfd_create: {}", std::strerror(errno)));
+  if (options_.memory_dir.empty()) {
+    memfd_.reset(::memfd_create("uvhost-frontend", MFD_CLOEXEC));
+    if (!memfd_) return fail(fmt::format("frontend: memfd_create: {}", std::strerror(errno)));
+  } else {
+    // An unlinked file in the directory (hugetlbfs: sized in whole huge pages).
+    std::string path = options_.memory_dir + "/uvhost-frontend-XXXXXX";
+    memfd_.reset(::mkostemp(path.data(), O_CLOEXEC));
+    if (!memfd_) return fail(fmt::format("frontend: mkostemp in {}: {}", options_.memory_dir, std::strerror(errno)));
+    (void)::unlink(path.c_str());
+    struct statvfs fs {};
+    if (::fstatvfs(memfd_.get(), &fs) == 0 && fs.f_bsize > kPageSize) memory_bytes_ = align_up(memory_bytes_, fs.f_bsize);
+  }
   if (::ftruncate(memfd_.get(), static_cast<off_t>(memory_bytes_)) != 0) {
     return fail(fmt::format("frontend: ftruncate({}): {}", memory_bytes_, std::strerror(errno)));
   }
@@ -244,6 +256,13 @@ bool Frontend::setup_vrings() {
       };
       const int call_fd[] = {vring->call.get()};
       const int kick_fd[] = {vring->kick.get()};
+      const bool no_kick = options_.no_kick_fd;
+      if (options_.err_fds) {
+        vring->err.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        if (!vring->err) return fail(fmt::format("frontend: eventfd: {}", std::strerror(errno)));
+        const int err_fd[] = {vring->err.get()};
+        if (!request(Request::kSetVringErr, VringFd{vring->index, false}, err_fd)) return false;
+      }
       if (!request(Request::kSetVringNum, VringState{vring->index, options_.queue_size}) ||
           !request(Request::kSetVringBase, VringState{vring->index, 0}) ||
           !request(Request::kSetVringAddr,
@@ -251,7 +270,8 @@ bool Frontend::setup_vrings() {
                                 user_addr(config.avail_addr), 0}) ||
           !request(Request::kSetVringCall, VringFd{vring->index, false}, call_fd) ||
           // The kick fd starts the ring: everything above must be in place first.
-          !request(Request::kSetVringKick, VringFd{vring->index, false}, kick_fd)) {
+          !request(Request::kSetVringKick, VringFd{vring->index, no_kick},
+                   no_kick ? std::span<const int>() : std::span<const int>(kick_fd))) {
         return false;
       }
     }

@@ -155,6 +155,18 @@ int Frontend::kick_fd(uint32_t index) const noexcept {
   return (index % 2 == 0 ? pair.rx : pair.tx).kick.get();
 }
 
+std::optional<virtio::QueueConfig> Frontend::vring_config(uint32_t index) const {
+  if (index / 2 >= pairs_.size()) return std::nullopt;
+  const FrontendQueuePair& pair = *pairs_[index / 2];
+  return (index % 2 == 0 ? pair.rx : pair.tx).queue->device_config();
+}
+
+int Frontend::err_fd(uint32_t index) const noexcept {
+  if (index / 2 >= pairs_.size()) return -1;
+  const FrontendQueuePair& pair = *pairs_[index / 2];
+  return (index % 2 == 0 ? pair.rx : pair.tx).err.get();
+}
+
 uint16_t Frontend::tx_in_flight(uint32_t pair_index) const {
   if (pair_index >= pairs_.size()) return 0;
   return pairs_[pair_index]->tx.queue->in_flight();

@@ -1,7 +1,11 @@
 // guest_memory.cpp - region mapping and guest address translation.
 #include "uvhost/virtio/guest_memory.h"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,7 +27,42 @@ constexpr bool range_wraps(uint64_t start, uint64_t len) noexcept {
   return len - 1 > std::numeric_limits<uint64_t>::max() - start;
 }
 
+// What backs `fd`, and the granule its mappings are split at (a huge page on hugetlbfs).
+struct BackingInfo {
+  MemoryRegion::Backing backing = MemoryRegion::Backing::kFile;
+  size_t page_size = 4096;
+  bool sealed_against_shrink = false;
+};
+
+BackingInfo inspect_backing(int fd) {
+  BackingInfo info;
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) == 0 && static_cast<uint64_t>(fs.f_type) == HUGETLBFS_MAGIC) {
+    info.backing = MemoryRegion::Backing::kHugetlbfs;
+    if (fs.f_bsize > 0) info.page_size = static_cast<size_t>(fs.f_bsize);
+  }
+  // F_GET_SEALS answers only for fds that can take seals (memfds); EINVAL otherwise.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals >= 0) {
+    if (info.backing != MemoryRegion::Backing::kHugetlbfs) info.backing = MemoryRegion::Backing::kMemfd;
+    info.sealed_against_shrink = (seals & F_SEAL_SHRINK) != 0;
+  }
+  return info;
+}
+
+constexpr size_t round_up(size_t value, size_t granule) noexcept { return (value + granule - 1) / granule * granule; }
+
 }  // namespace
+
+std::string_view to_string(MemoryRegion::Backing backing) noexcept {
+  switch (backing) {
+    case MemoryRegion::Backing::kBorrowed: return "borrowed";
+    case MemoryRegion::Backing::kMemfd: return "memfd/tmpfs";
+    case MemoryRegion::Backing::kHugetlbfs: return "hugetlbfs";
+    case MemoryRegion::Backing::kFile: return "file";
+  }
+  return "unknown";
+}
 
 std::string_view to_string(TranslateStatus status) noexcept {
   switch (status) {
@@ -48,9 +87,34 @@ std::unique_ptr<MemoryRegion> MemoryRegion::map_fd(const RegionSpec& spec) {
   // The offset need not be page aligned (QEMU passes offsets inside a hugepage file),
   // so map from 0 and skip it, as long as the sum fits.
   if (spec.mmap_offset > std::numeric_limits<size_t>::max() - spec.size) return fail("offset + size overflows");
-  const size_t mapping_len = static_cast<size_t>(spec.mmap_offset + spec.size);
+  // A file already too short would fault at the first access: refuse it now (the fault
+  // handler covers a file cut short later).
+  struct stat file {};
+  if (::fstat(spec.fd, &file) != 0) return fail(std::strerror(errno));
+  if (S_ISREG(file.st_mode) && static_cast<uint64_t>(file.st_size) < spec.mmap_offset + spec.size) {
+    spdlog::error("guest memory: cannot map region gpa={:#x} size={:#x} offset={:#x} fd={}: the fd holds {} bytes, "
+                  "the region needs {}",
+                  spec.guest_phys_addr, spec.size, spec.mmap_offset, spec.fd, file.st_size,
+                  spec.mmap_offset + spec.size);
+    ::close(spec.fd);
+    return nullptr;
+  }
+  const BackingInfo backing = inspect_backing(spec.fd);
+  // Whole pages of the file's page size: the fault handler replaces exactly this range,
+  // and a hugetlbfs mapping can only be split at huge page boundaries.
+  const size_t mapping_len = round_up(static_cast<size_t>(spec.mmap_offset + spec.size), backing.page_size);
+  if (mapping_len < spec.mmap_offset + spec.size) return fail("offset + size overflows");
   void* mapping = ::mmap(nullptr, mapping_len, PROT_READ | PROT_WRITE, MAP_SHARED, spec.fd, 0);
   if (mapping == MAP_FAILED) return fail(std::strerror(errno));
+  const auto fault_id = guest_memory_fault::register_mapping(mapping, mapping_len);
+  if (!fault_id) {
+    ::munmap(mapping, mapping_len);
+    return fail("too many guest memory mappings in the process to protect against SIGBUS");
+  }
+  spdlog::info("guest memory: region gpa={:#x} size={:#x} on {} ({}sealed against shrinking; a shrink is survived "
+               "either way)",
+               spec.guest_phys_addr, spec.size, to_string(backing.backing),
+               backing.sealed_against_shrink ? "" : "not ");
 
   std::unique_ptr<MemoryRegion> region(new MemoryRegion());
   region->guest_phys_addr_ = spec.guest_phys_addr;
@@ -60,6 +124,10 @@ std::unique_ptr<MemoryRegion> MemoryRegion::map_fd(const RegionSpec& spec) {
   region->mapping_len_ = mapping_len;
   region->host_ = static_cast<std::byte*>(mapping) + spec.mmap_offset;
   region->fd_ = spec.fd;
+  region->mmap_offset_ = spec.mmap_offset;
+  region->backing_ = backing.backing;
+  region->sealed_against_shrink_ = backing.sealed_against_shrink;
+  region->fault_id_ = fault_id;
   return region;
 }
 
@@ -78,8 +146,24 @@ std::unique_ptr<MemoryRegion> MemoryRegion::borrow(uint64_t guest_phys_addr, uin
 }
 
 MemoryRegion::~MemoryRegion() {
+  // Out of the fault registry before the range is unmapped (and maybe reused).
+  if (fault_id_) guest_memory_fault::unregister_mapping(*fault_id_);
   if (mapping_ != nullptr) ::munmap(mapping_, mapping_len_);
   if (fd_ >= 0) ::close(fd_);
+}
+
+int64_t MemoryRegion::backing_size_now() const noexcept {
+  struct stat file {};
+  if (fd_ < 0 || ::fstat(fd_, &file) != 0) return -1;
+  return static_cast<int64_t>(file.st_size);
+}
+
+const MemoryRegion* GuestMemoryMap::faulted_region() const noexcept {
+  // The caller's fault_count() (acquire) made every flag set before it visible.
+  for (const auto& region : regions_) {
+    if (region->faulted()) return region.get();
+  }
+  return nullptr;
 }
 
 GuestMemoryMap::GuestMemoryMap(std::vector<std::unique_ptr<MemoryRegion>> regions)

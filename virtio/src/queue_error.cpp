@@ -25,6 +25,7 @@ std::string_view to_string(QueueError error) noexcept {
     case QueueError::kUnexpectedWritable: return "device-writable buffer in a chain that must be device-readable";
     case QueueError::kUnexpectedReadable: return "device-readable buffer in a chain that must be device-writable";
     case QueueError::kRxBufferTooSmall: return "receive buffer smaller than the virtio-net header (MRG_RXBUF)";
+    case QueueError::kGuestMemoryFault: return "guest memory cut short under the device";
   }
   return "unknown queue error";
 }

@@ -12,6 +12,7 @@
 #include "chain_walker.h"
 #include "uvhost/sync/misuse.h"
 #include "uvhost/virtio/detail/ring_access.h"
+#include "uvhost/virtio/guest_memory_fault.h"
 
 namespace uvhost::virtio {
 
@@ -31,6 +32,19 @@ DeviceQueue::DeviceQueue(std::string name) : name_(std::move(name)), indirect_ta
 
 void DeviceQueue::fail(QueueError error, const std::string& detail) {
   if (is_broken()) return;
+  if (error == QueueError::kGuestMemoryFault) {  // the caller reports it (see split_queue.h)
+    error_ = error;
+    return;
+  }
+  // Rings in memory that was cut short read zeros, which look like ring violations: the
+  // cause is the memory, which the device's owner reports in one line of its own
+  // (guest_memory_fault.h). A lookup only on this slow path.
+  if (guest_memory_fault::fault_count() != 0 &&
+      (guest_memory_fault::address_faulted(desc_) || guest_memory_fault::address_faulted(avail_) ||
+       guest_memory_fault::address_faulted(used_))) {
+    error_ = QueueError::kGuestMemoryFault;
+    return;
+  }
   error_ = error;
   spdlog::error("virtio queue '{}': {} ({}); queue is broken until reset", name_, to_string(error), detail);
 }

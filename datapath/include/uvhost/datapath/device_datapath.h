@@ -53,6 +53,16 @@
 //  - inject(), set_poll(), snapshot(): any thread.
 //  - The backend is attached in the constructor and detached first thing in the
 //    destructor (no inject after that), which then stops every running ring.
+//  - Guest memory cut short under us (guest_memory_fault.h): after each burst, and in
+//    each poll check, a handler compares the process's fault count (one plain load);
+//    when it moved and a region of this device's map faulted, the ring breaks, its err
+//    fd is written, and the first ring to find it logs ONE error line for the device
+//    (the region's guest range, what backs it, the size the file has now) and makes
+//    failure_fd() readable: the port then ends the connection.
+//  - A ring broken for any reason (a hostile ring, a memory fault) has its SET_VRING_ERR
+//    eventfd written once (1), as the spec's "error notification" asks.
+//  - A ring started without a kick fd (NOFD) is polled, as `always` does, whatever the
+//    port's poll mode (logged at start; QueueSnapshot::no_kick_fd).
 //  - Packets that the guest made available and that a handler popped are always
 //    completed (used entry added and published) before the handler returns: a ring
 //    stopped between handler runs is consistent, and a poll-mode switch loses nothing.
@@ -70,6 +80,7 @@
 #include "uvhost/datapath/queue_stats.h"
 #include "uvhost/datapath/tx_delivery.h"
 #include "uvhost/datapath/worker.h"
+#include "uvhost/sync/thread_annotations.h"
 #include "uvhost/vhost_user/datapath_hooks.h"
 #include "uvhost/virtio/net_rx.h"
 
@@ -110,6 +121,12 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   PollSettings poll(uint32_t index) const;
 
   std::vector<QueueSnapshot> snapshot() const;
+
+  // Readable (an eventfd, level) once the device failed as a whole (its guest memory was
+  // cut short) and its connection must end. take_failure(): the reason, and the failure
+  // cleared (control thread, between connections).
+  int failure_fd() const noexcept { return failure_fd_; }
+  std::optional<std::string> take_failure() UVHOST_EXCLUDES(failure_mutex_);
   uint64_t rarp_requests() const noexcept { return rarp_requests_.load(std::memory_order_relaxed); }
   // RARP announcements the backend took (one per request it did not refuse).
   uint64_t rarp_sent() const noexcept { return rarp_sent_.load(std::memory_order_relaxed); }
@@ -125,6 +142,7 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   uint16_t queue_stopped(uint32_t index) override;
   void queue_enabled(uint32_t index, bool enabled) override;
   void call_fd_changed(uint32_t index, int call_fd) override;
+  void err_fd_changed(uint32_t index, int err_fd) override;
   void used_log_changed(uint32_t index, bool log_used, uint64_t log_guest_addr) override;
   void memory_changed() override {}
   void features_changed(uint64_t features) override;
@@ -168,6 +186,11 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   void drop_pending_receive(Vring& q);
   void on_kick(Vring& q);
   void refresh_view(Vring& q);
+  // Has guest memory faulted since this ring last looked? One relaxed load.
+  static bool faults_moved(const Vring& q) noexcept;
+  // A region of this device's memory faulted: break the ring (true), report the device
+  // failure once. false: the fault was elsewhere.
+  bool check_memory_fault(Vring& q) UVHOST_EXCLUDES(failure_mutex_);
 
   // Runs fn(vring) on each vring's worker, one vring at a time.
   template <class Fn>
@@ -178,6 +201,10 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   std::vector<std::unique_ptr<Vring>> vrings_;
   std::atomic<uint64_t> rarp_requests_{0};
   std::atomic<uint64_t> rarp_sent_{0};
+
+  int failure_fd_ = -1;  // eventfd, owned
+  sync::Mutex failure_mutex_;
+  std::optional<std::string> failure_ UVHOST_GUARDED_BY(failure_mutex_);
 };
 
 }  // namespace uvhost::datapath

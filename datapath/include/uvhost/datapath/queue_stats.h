@@ -55,6 +55,7 @@ struct QueueSnapshot {
   bool started = false;
   bool enabled = false;
   bool broken = false;
+  bool no_kick_fd = false;  // started without a kick fd (NOFD): polled as `always`
   PollSettings poll;
   uint64_t packets = 0, bytes = 0, dropped = 0, kicks = 0, calls = 0, calls_suppressed = 0;
   uint64_t polls = 0, poll_ns = 0, weight_yields = 0, handler_runs = 0, rx_waits = 0, inject_dropped = 0;

@@ -9,8 +9,8 @@
 //  - queue_started(): the ring is configured (size, addresses, base, kick) and the
 //    memory holds its rings as far as the protocol can tell. The fds in QueueStart are
 //    owned by the device and stay open until queue_stopped() for that index returns,
-//    or until call_fd_changed() replaced the call fd (the old one is closed after that
-//    hook returns: stop using it before returning). `memory` and the DirtyLog passed
+//    or until call_fd_changed() / err_fd_changed() replaced the call / err fd (the
+//    old one is closed after that hook returns: stop using it before returning). `memory` and the DirtyLog passed
 //    in log_changed() live until the device is destroyed / the next log_changed().
 //    Return false if the queue cannot start (e.g. its rings are not in memory): the
 //    device reports the request as failed and considers the ring stopped.
@@ -38,6 +38,7 @@ struct QueueStart {
   uint16_t last_avail_index = 0;  // SET_VRING_BASE
   int kick_fd = -1;            // -1: no fd, poll the ring (NOFD)
   int call_fd = -1;            // -1: no interrupt fd, the frontend polls
+  int err_fd = -1;             // SET_VRING_ERR: written (1) when the queue breaks; -1: none
   bool enabled = false;        // SET_VRING_ENABLE state (enabled from the start without PROTOCOL_FEATURES)
   bool log_used = false;       // VHOST_VRING_F_LOG: log used ring writes at log_guest_addr
   uint64_t log_guest_addr = 0;
@@ -52,6 +53,8 @@ class DatapathHooks {
   // Started but disabled: process and discard transmit, supply nothing on receive.
   virtual void queue_enabled(uint32_t index, bool enabled) = 0;
   virtual void call_fd_changed(uint32_t index, int call_fd) = 0;
+  // SET_VRING_ERR on a started ring; the same lifetime rule as call_fd_changed().
+  virtual void err_fd_changed(uint32_t index, int err_fd) { (void)index, (void)err_fd; }
   // SET_VRING_ADDR on a running ring that only toggles VHOST_VRING_F_LOG (migration).
   virtual void used_log_changed(uint32_t index, bool log_used, uint64_t log_guest_addr) = 0;
   virtual void memory_changed() = 0;

@@ -65,6 +65,7 @@
 #include "uvhost/vhost_user/connection.h"
 #include "uvhost/vhost_user/features.h"
 #include "uvhost/virtio/net_header.h"
+#include "uvhost/virtio/split_queue.h"
 
 namespace uvhost::vhost_user {
 
@@ -78,6 +79,15 @@ struct FrontendOptions {
   uint64_t protocol_features = protocol::kReplyAck | protocol::kMq;
   std::chrono::milliseconds reply_timeout{5000};
   uint64_t guest_phys_base = 0;
+  // Where guest memory lives: empty for a memfd; else a directory (a hugetlbfs mount)
+  // in which an unlinked file holds it, its size rounded up to the file system's block
+  // size (the huge page size there).
+  std::string memory_dir;
+  // SET_VRING_KICK without an fd (VHOST_USER_VRING_NOFD_MASK) for every vring: the
+  // backend must poll the rings. Our kicks then go to an eventfd nobody reads.
+  bool no_kick_fd = false;
+  // SET_VRING_ERR with an eventfd per vring (err_fd()).
+  bool err_fds = false;
 };
 
 // A received packet, valid only during the poll_rx callback.
@@ -129,6 +139,17 @@ class Frontend {
   // The kick eventfd of vring `index` (2p: RX, 2p+1: TX), -1 if there is none. For
   // tests that play a misbehaving guest (a kick flood); the frontend keeps owning it.
   int kick_fd(uint32_t index) const noexcept;
+  // The err eventfd of vring `index` (options.err_fds), -1 if there is none.
+  int err_fd(uint32_t index) const noexcept;
+  // The fd holding guest memory, for tests that play a hostile frontend (one that cuts
+  // its memory short). After such a cut, nothing but the destructor may be called.
+  int memory_fd() const noexcept { return memfd_.get(); }
+  size_t memory_bytes() const noexcept { return memory_bytes_; }
+  // Guest memory as we map it, and where vring `index`'s rings lie in it (guest
+  // physical addresses, options.guest_phys_base included): for tests that play a guest
+  // writing garbage into its own rings. nullopt for no such vring.
+  std::byte* guest_memory() const noexcept { return memory_; }
+  std::optional<virtio::QueueConfig> vring_config(uint32_t index) const;
 
   // ---- receive (RX vring 2p) ----
   // Hands up to `max` received packets to `on_packet`, reposts their buffers, returns

@@ -34,6 +34,7 @@ struct FrontendVring {
   std::unique_ptr<virtio::DriverQueue> queue;
   UniqueFd kick;
   UniqueFd call;
+  UniqueFd err;  // FrontendOptions::err_fds
   std::byte* ring_host = nullptr;
   size_t ring_bytes = 0;
   std::byte* buffers_host = nullptr;

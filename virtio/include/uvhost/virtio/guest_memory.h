@@ -22,6 +22,15 @@
 //  - The map does not read guest memory; it only computes pointers. Lookup is a linear
 //    scan for up to 8 regions (the usual vhost-user table) and a binary search beyond;
 //    translate() is inline for the one-region case, the per-descriptor hot path.
+//  - A region made by map_fd() is refused when its fd is a file shorter than
+//    mmap_offset + size (fstat), and is registered with the SIGBUS recovery of
+//    guest_memory_fault.h: if the frontend cuts the file short later, an access beyond
+//    the new end does not kill the process; the region then reads zeros and faulted()
+//    turns true. Whether the fd was sealed against shrinking (F_SEAL_SHRINK) is logged
+//    at map time and kept (sealed_against_shrink()).
+//  - faulted_region(): the first region of the map that faulted, or nullptr. Callers
+//    poll guest_memory_fault::fault_count() (one load) and ask only when it
+//    moved.
 //  - Thread safety: all const member functions may run concurrently.
 #pragma once
 
@@ -33,6 +42,7 @@
 #include <string_view>
 #include <vector>
 
+#include "uvhost/virtio/guest_memory_fault.h"
 #include "uvhost/virtio/io_vector.h"
 
 namespace uvhost::virtio {
@@ -69,6 +79,18 @@ class MemoryRegion {
   uint64_t guest_last() const noexcept { return guest_phys_addr_ + (size_ - 1); }
   uint64_t frontend_last() const noexcept { return frontend_addr_ + (size_ - 1); }
 
+  // What backs a mapped region, for the logs: "memfd", "hugetlbfs" or "file".
+  enum class Backing { kBorrowed, kMemfd, kHugetlbfs, kFile };
+  Backing backing() const noexcept { return backing_; }
+  bool sealed_against_shrink() const noexcept { return sealed_against_shrink_; }
+  // True once an access of this region raised SIGBUS (its file was cut short): it reads
+  // zeros from then on. Always false for borrowed regions.
+  bool faulted() const noexcept { return fault_id_ && guest_memory_fault::faulted(*fault_id_); }
+  // The size of the backing file now (fstat), -1 if unknown: for the fault's log line.
+  int64_t backing_size_now() const noexcept;
+  // offset + size: the file size this region needs.
+  uint64_t required_backing_size() const noexcept { return mmap_offset_ + size_; }
+
  private:
   MemoryRegion() = default;
 
@@ -79,7 +101,13 @@ class MemoryRegion {
   void* mapping_ = nullptr;  // what mmap returned (owned regions only)
   size_t mapping_len_ = 0;
   int fd_ = -1;
+  uint64_t mmap_offset_ = 0;
+  Backing backing_ = Backing::kBorrowed;
+  bool sealed_against_shrink_ = false;
+  std::optional<guest_memory_fault::MappingId> fault_id_;
 };
+
+std::string_view to_string(MemoryRegion::Backing backing) noexcept;
 
 enum class TranslateStatus {
   kOk,
@@ -163,6 +191,10 @@ class GuestMemoryMap {
   // The guest physical address of a host pointer inside one of the regions (a piece
   // that translate() produced), for dirty-page logging of what the device wrote.
   std::optional<uint64_t> host_to_guest(const std::byte* host) const noexcept;
+
+  // The first region (in guest address order) whose file was cut short under us, or
+  // nullptr. A scan of the regions: call it when guest_memory_fault::fault_count() moved.
+  const MemoryRegion* faulted_region() const noexcept;
 
   uint64_t generation() const noexcept { return generation_; }
   size_t region_count() const noexcept { return regions_.size(); }

@@ -31,6 +31,7 @@ enum class QueueError {
   kUnexpectedWritable,      // a device-writable buffer where only readable ones belong
   kUnexpectedReadable,      // a device-readable buffer where only writable ones belong
   kRxBufferTooSmall,        // MRG_RXBUF receive buffer smaller than the virtio-net header
+  kGuestMemoryFault,        // a ring lies in guest memory whose file was cut short (SIGBUS absorbed)
 };
 
 std::string_view to_string(QueueError error) noexcept;

@@ -95,7 +95,10 @@ class DeviceQueue {
   const QueueConfig& config() const noexcept { return config_; }
 
   // For device-type code on top (virtio-net) that finds a violation of its own rules:
-  // logs and breaks the queue exactly as an internal check would.
+  // logs and breaks the queue exactly as an internal check would. kGuestMemoryFault is
+  // not logged: the caller found the faulted region and reports it (one line per device).
+  // A violation found while a ring lies in memory that faulted (guest_memory_fault.h)
+  // breaks the queue as kGuestMemoryFault, unlogged, for the same reason.
   void mark_broken(QueueError error, const std::string& detail) { fail(error, detail); }
 
   // Ring state (vhost-user GET/SET_VRING_BASE).
