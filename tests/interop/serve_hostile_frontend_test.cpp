@@ -36,6 +36,7 @@
 
 #include <gtest/gtest.h>
 
+#include "uvhost/testing/temp_dir.h"
 #include "uvhost/vhost_user/frontend.h"
 
 namespace {
@@ -179,19 +180,6 @@ class ServeProcess {
   pid_t pid_ = -1;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = std::filesystem::temp_directory_path().string() + "/uvhost-hostile-XXXXXX";
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 std::unique_ptr<Frontend> connect(const std::string& socket, FrontendOptions options = {}) {
   std::string error;
   auto frontend = uvhost::vhost_user::connect_frontend(socket, options, kPatience, error);
@@ -243,7 +231,7 @@ std::optional<std::string> wait_for_end(ServeProcess& serve, const std::string& 
 // Two sink ports: `good` sends frames all along while `bad`'s frontend (memory in
 // `memory_dir`, a memfd when empty) cuts its memory to nothing and kicks.
 void cut_memory_under_traffic(const std::string& memory_dir, const std::string& memory_name) {
-  TempDir dir;
+  uvhost::testing::TempDir dir;
   const std::string bad_sock = dir.path() + "/bad.sock";
   const std::string good_sock = dir.path() + "/good.sock";
   ServeProcess serve(dir.path(), {"sock=" + bad_sock + ",name=bad,backend=sink",
@@ -369,7 +357,7 @@ class HugetlbfsMount {
     }
     return 0;
   }
-  TempDir dir_;
+  uvhost::testing::TempDir dir_;
   bool mounted_ = false;
   std::string why_not_;
 };
@@ -381,7 +369,7 @@ TEST(ServeHostileFrontend, HugetlbfsFileCutShortUnderTraffic) {
 }
 
 TEST(ServeHostileFrontend, BrokenRingWritesItsErrEventfd) {
-  TempDir dir;
+  uvhost::testing::TempDir dir;
   const std::string sock = dir.path() + "/port.sock";
   ServeProcess serve(dir.path(), {"sock=" + sock + ",name=p,backend=sink"});
   FrontendOptions options;
@@ -409,7 +397,7 @@ TEST(ServeHostileFrontend, BrokenRingWritesItsErrEventfd) {
 }
 
 TEST(ServeHostileFrontend, RingWithoutKickFdIsPolled) {
-  TempDir dir;
+  uvhost::testing::TempDir dir;
   const std::string sock = dir.path() + "/port.sock";
   ServeProcess serve(dir.path(), {"sock=" + sock + ",name=p,backend=sink"});  // poll=notify, the default
   FrontendOptions options;

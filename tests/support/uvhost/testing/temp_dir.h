@@ -1,13 +1,13 @@
-// temp_dir.h - a temporary directory for a test's files, removed with what the test
-// wrote into it through write().
+// temp_dir.h - a temporary directory for a test's files, removed with everything in it
+// (what the test wrote through write(), and what a process it ran made there).
 #pragma once
 
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
-#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -22,8 +22,8 @@ class TempDir {
     if (made != nullptr) path_ = made;
   }
   ~TempDir() {
-    for (const std::string& file : files_) (void)::unlink(file.c_str());
-    if (!path_.empty()) (void)::rmdir(path_.c_str());
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -33,14 +33,12 @@ class TempDir {
     const std::string file = path_ + "/" + name;
     std::ofstream out(file, std::ios::trunc);
     out << contents;
-    files_.push_back(file);
     return file;
   }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
-  std::vector<std::string> files_;
 };
 
 }  // namespace uvhost::testing
