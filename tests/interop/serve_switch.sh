@@ -77,6 +77,14 @@ pb_rx() {
          | "\(map(.packets) | add // 0) \(map(.dropped) | add // 0)"' <<<"$stats"
 }
 
+# True once pb delivered + dropped, since the "delivered dropped" pair FROM, at least N.
+pb_accounted() {
+  local from now
+  read -r -a from <<<"$1"
+  read -r -a now <<<"$(pb_rx)"
+  ((now[0] - from[0] + now[1] - from[1] >= $2))
+}
+
 run() {
   ilib_netns_create switch || return 0
   ilib_serve_start sw -- --control "$ctl" --switch-tap "$tap" \
@@ -89,6 +97,9 @@ run() {
   ilib_testpmd_start echo-a 1 icmpecho "$sock_a" --vdev-extra "mac=$mac_a" || return 0
   local pid_a=$ILIB_LAST_PID
   ilib_ping guest-a 10.78.0.2 "$count" "$interval" || true
+  # No ARP probe of guest A after this: flooded to B once A is gone (its MAC flushed),
+  # it would be one frame more than A sent in parts 2 and 3.
+  ilib_neigh_freeze 10.78.0.2 "$mac_a" "$tap"
   echo "1. ping 10.78.0.2 (guest A) via $tap and the switch: $PING_SUMMARY"
   echo "1. ping: $PING_RTT"
   echo "1. switch: $(switch_stats)"
@@ -107,7 +118,9 @@ run() {
   local tp_a=$TP_LINE
   ilib_connection_end sw pa 2 || return 0
   local end_a=$END_LINE
-  sleep 1  # what the switch still holds for B reaches B's ring
+  # What the switch still holds for B reaches B's ring (or is dropped) as B takes it.
+  ilib_wait_until 20 pb_accounted "${s0[*]}" "$(field "$end_a" rx_packets)" ||
+    echo "note: pb had not accounted for all of A's frames after 20 s"
   read -r -a s1 <<<"$(pb_rx)"
   echo "2. switch: $(switch_stats)"
   local sent a_in delivered dropped
@@ -125,7 +138,8 @@ run() {
   ((rc == 0)) || fail "3. uvhost-frontend-send exited $rc: $out"
   ilib_connection_end sw pa 3 || return 0
   local end_a3=$END_LINE
-  sleep 1
+  ilib_wait_until 20 pb_accounted "${s1[*]}" "$(field "$end_a3" rx_packets)" ||
+    echo "note: pb had not accounted for all of A's paced frames after 20 s"
   read -r -a s2 <<<"$(pb_rx)"
   delivered=$((s2[0] - s1[0])); dropped=$((s2[1] - s1[1]))
   echo "3. pa took $(field "$end_a3" rx_packets); pb delivered $delivered to B, dropped $dropped"

@@ -15,8 +15,9 @@
 # (the pings, the warm-up pings and ARP), and at the end, exactly: testpmd answered every
 # frame it received (ARP and echo requests only: IPv6 is off in the namespace), what
 # testpmd sent == what the port took from the guest, and what the port delivered to the
-# guest == what testpmd received (testpmd is stopped after ping's last reply came back,
-# and the host sends nothing to it after that: its RX ring is empty).
+# guest == what testpmd received (testpmd is stopped once it reported as received all
+# the port delivered to it; the host sends nothing to it after the ping: the tap's
+# neighbour entry for it is made permanent then, so no ARP probe follows).
 # Then what testpmd's generated frames carry, checked by the host's kernel: a second
 # testpmd (connection 2: rxonly --tx-first --burst 256, --eth-peer the tap's MAC) sends
 # one burst of txonly frames (DPDK 22.11 app/test-pmd/txonly.c: Ethernet, IPv4
@@ -61,6 +62,7 @@ run() {
   local tp_pid=$ILIB_LAST_PID
 
   ilib_ping guest 10.77.0.2 "$count" "$interval" || true
+  ilib_neigh_freeze 10.77.0.2 "$guest_mac" "$tap"
   echo "ping 10.77.0.2 via $tap: $PING_SUMMARY"
   echo "ping: $PING_RTT"
 
@@ -71,6 +73,8 @@ run() {
     tx=$(jq '[.ports[] | select(.name == "p0") | .queues[] | select(.direction == "tx") | .packets] | add // 0' <<<"$stats")
     echo "ctl stats: p0 rx (from the guest)=$rx tx (to the guest)=$tx; tap: $(jq -c '.ports[] | select(.name == "p0") | .backend_stats | {tx: .tx.sent, rx: .rx.frames, full: .tx.full, down: .tx.down}' <<<"$stats")"
     ((tx >= count && rx >= count)) || fail "ctl stats: p0 tx=$tx rx=$rx, expected >= $count each"
+    # Stopped once it counted every frame delivered to it (none is left in its RX ring).
+    ilib_wait_until 15 ilib_testpmd_rx_reached guest "$tx" || echo "note: testpmd had not reported $tx received after 15 s"
   else
     fail "uvhost ctl stats --json: $stats"
   fi
