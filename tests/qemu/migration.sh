@@ -113,8 +113,9 @@ fdb_port() { "${NS[@]}" bridge fdb show br br0 | awk -v m="$mac" '$1 == m && $2 
 start_helpers() {
   head -c "$((mb * 1024 * 1024))" /dev/urandom >"$dir/blob"
   blob_sha=$(sha256sum "$dir/blob" | cut -d' ' -f1)
+  # Both its outputs to the log: nothing started in the background keeps ctest's pipe.
   "${NS[@]}" "$PYTHON" "$HERE/paced_http.py" "$dir/blob" "$host_ip" "$http_port" "$((rate_kb * 1024))" "$state" \
-    2>"$dir/http.log" &
+    >"$dir/http.log" 2>&1 &
   ILIB_PIDS+=("$!")
   "${NS[@]}" "$PYTHON" "$HERE/rarp_capture.py" "$tap_b" >"$dir/rarp-$tap_b.txt" 2>"$dir/rarp.log" &
   ILIB_PIDS+=("$!")
