@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::bench {
 
@@ -46,7 +46,7 @@ bool file_contains(const std::string& path, const std::string& needle) {
 BackendProcess::BackendProcess(const std::vector<std::string>& argv, std::string log_path, int cpu)
     : log_path_(std::move(log_path)), program_(argv.empty() ? std::string{} : argv.front()) {
   if (argv.empty()) throw std::runtime_error("backend: empty command line");
-  vhost_user::UniqueFd log(::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  base::UniqueFd log(::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log) throw std::runtime_error(fmt::format("backend: cannot open log {}: {}", log_path_, std::strerror(errno)));
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<char*> args;
