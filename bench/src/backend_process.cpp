@@ -16,6 +16,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -169,6 +170,11 @@ std::vector<std::string> uvhost_argv(const Config& config, const Point& point, c
   std::string port =
       fmt::format("sock={},backend={},queues={},name={}", socket, backend, options.queue_pairs, kBenchPortName);
   if (point.workload == Workload::kStreamRx) port += fmt::format(",size={}", point.size);
+  return uvhost_serve_argv(config, options, std::move(port), control);
+}
+
+std::vector<std::string> uvhost_serve_argv(const Config& config, const RunOptions& options, std::string port,
+                                           const std::string& control) {
   for (const auto& [key, value] : config.port_keys) port += value.empty() ? "," + key : fmt::format(",{}={}", key, value);
   std::string binary = options.uvhost_binary;
   if (binary.empty()) {  // this very binary (`uvhost bench`): its real path, for logs and ps
