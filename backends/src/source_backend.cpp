@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <stdexcept>
-#include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "uvhost/base/errno_text.h"
 
 namespace uvhost::backends {
 namespace {
@@ -67,15 +68,18 @@ std::string SourceBackend::validate(const SourceOptions& options) {
   return {};
 }
 
-namespace {
-const SourceOptions& checked(const SourceOptions& options) {
-  if (std::string error = SourceBackend::validate(options); !error.empty()) throw std::invalid_argument(error);
-  return options;
+std::unique_ptr<SourceBackend> SourceBackend::open(const SourceOptions& options, std::string& error) {
+  if (std::string why = validate(options); !why.empty()) {
+    error = std::move(why);
+    return nullptr;
+  }
+  std::unique_ptr<SourceBackend> source(new SourceBackend(options));
+  if (!source->open_timers(error)) return nullptr;
+  return source;
 }
-}  // namespace
 
 SourceBackend::SourceBackend(const SourceOptions& options)
-    : options_(checked(options)),
+    : options_(options),
       token_cost_(uint64_t{options.queue_pairs} * kNsPerSecond),
       credit_cap_(uint64_t{options.burst} * token_cost_),
       rx_counters_(options.queue_pairs),
@@ -95,21 +99,23 @@ SourceBackend::SourceBackend(const SourceOptions& options)
     PairState& state = pairs_.emplace_back(spec);
     state.credits = credit_cap_;
     state.last_ns = now;
-    state.timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (state.timer_fd < 0) {
-      const int error_number = errno;
-      for (PairState& opened : pairs_) {
-        if (opened.timer_fd >= 0) ::close(opened.timer_fd);
-      }
-      throw std::system_error(error_number, std::generic_category(), "source: timerfd_create");
-    }
-    if (options_.rate_pps == 0) arm_at(state.timer_fd, now);  // readable at once, and for good
   }
 }
 
-SourceBackend::~SourceBackend() {
-  for (PairState& state : pairs_) ::close(state.timer_fd);
+bool SourceBackend::open_timers(std::string& error) {
+  for (PairState& state : pairs_) {
+    state.timer_fd.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!state.timer_fd) {
+      error = base::errno_text("source: timerfd_create");
+      return false;
+    }
+    // Unlimited: readable at once, and for good.
+    if (options_.rate_pps == 0) arm_at(state.timer_fd.get(), state.last_ns);
+  }
+  return true;
 }
+
+SourceBackend::~SourceBackend() = default;
 
 std::string SourceBackend::describe() const {
   if (options_.rate_pps == 0) {
@@ -168,11 +174,11 @@ bool SourceBackend::pull_frame(uint32_t pair, RxFrameView& view) {
         rx_counters_.add(pair, kThrottled);
         return false;
       }
-      clear(state.timer_fd);
+      clear(state.timer_fd.get());
       state.armed = false;
     }
     if (!take_token(state, now)) {
-      arm_at(state.timer_fd, state.due_ns);
+      arm_at(state.timer_fd.get(), state.due_ns);
       state.armed = true;
       rx_counters_.add(pair, kThrottled);
       return false;
@@ -187,7 +193,7 @@ bool SourceBackend::pull_frame(uint32_t pair, RxFrameView& view) {
 }
 
 int SourceBackend::rx_fd(uint32_t pair) const noexcept {
-  return pair < options_.queue_pairs ? pairs_[pair].timer_fd : -1;
+  return pair < options_.queue_pairs ? pairs_[pair].timer_fd.get() : -1;
 }
 
 nlohmann::json SourceBackend::stats() const {

@@ -41,9 +41,8 @@ ForwardingStats& ForwardingStats::operator+=(const ForwardingStats& other) noexc
 ForwardingStats ForwardingCounters::snapshot() const noexcept {
   ForwardingStats s;
   // relaxed: statistics, no ordering with anything else.
-  for (size_t i = 0; i < s.by_reason.size(); ++i)
-    s.by_reason[i] = by_reason_[i].load(std::memory_order_relaxed);
-  for (size_t i = 0; i < s.by_learn.size(); ++i) s.by_learn[i] = by_learn_[i].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < s.by_reason.size(); ++i) s.by_reason[i] = by_reason_[i].get();
+  for (size_t i = 0; i < s.by_learn.size(); ++i) s.by_learn[i] = by_learn_[i].get();
   return s;
 }
 

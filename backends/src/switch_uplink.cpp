@@ -7,13 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <utility>
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "uvhost/backends/net_features.h"
+#include "uvhost/base/errno_text.h"
 
 namespace uvhost::backends {
 namespace {
@@ -33,7 +32,7 @@ bool watch(int epoll_fd, int fd, uint32_t events, std::string& error) {
   event.events = events;
   event.data.fd = fd;
   if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
-    error = fmt::format("switch uplink: epoll_ctl: {}", std::strerror(errno));
+    error = base::errno_text("switch uplink: epoll_ctl");
     return false;
   }
   return true;
@@ -49,35 +48,33 @@ std::unique_ptr<SwitchUplink> SwitchUplink::open(const TapBackendOptions& option
   // The switch takes whatever the host hands it (and fits it to each guest): every
   // receive offload the kernel knows.
   tap->features_changed(tap->offered_features() & net_feature::kGuestOffloads);
-  const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-  const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  const int stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  const auto fail = [&](std::string text) {
-    error = std::move(text);
-    for (int fd : {epoll_fd, wake_fd, stop_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
+  base::UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
+  base::UniqueFd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  base::UniqueFd stop_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd || !wake_fd || !stop_fd) {
+    error = base::errno_text("switch uplink: epoll/eventfd");
     return nullptr;
-  };
-  if (epoll_fd < 0 || wake_fd < 0 || stop_fd < 0) {
-    return fail(fmt::format("switch uplink: epoll/eventfd: {}", std::strerror(errno)));
   }
-  std::string watch_error;
-  if (!watch(epoll_fd, tap->rx_fd(0), EPOLLIN | EPOLLET, watch_error) ||
-      !watch(epoll_fd, wake_fd, EPOLLIN, watch_error) || !watch(epoll_fd, stop_fd, EPOLLIN, watch_error)) {
-    return fail(watch_error);
+  if (!watch(epoll_fd.get(), tap->rx_fd(0), EPOLLIN | EPOLLET, error) ||
+      !watch(epoll_fd.get(), wake_fd.get(), EPOLLIN, error) ||
+      !watch(epoll_fd.get(), stop_fd.get(), EPOLLIN, error)) {
+    return nullptr;
   }
-  return std::unique_ptr<SwitchUplink>(new SwitchUplink(std::move(tap), epoll_fd, wake_fd, stop_fd));
+  return std::unique_ptr<SwitchUplink>(
+      new SwitchUplink(std::move(tap), std::move(epoll_fd), std::move(wake_fd), std::move(stop_fd)));
 }
 
-SwitchUplink::SwitchUplink(std::unique_ptr<TapBackend> tap, int epoll_fd, int wake_fd, int stop_fd)
-    : tap_(std::move(tap)), epoll_fd_(epoll_fd), wake_fd_(wake_fd), stop_fd_(stop_fd) {
+SwitchUplink::SwitchUplink(std::unique_ptr<TapBackend> tap, base::UniqueFd epoll_fd, base::UniqueFd wake_fd,
+                           base::UniqueFd stop_fd)
+    : tap_(std::move(tap)),
+      epoll_fd_(std::move(epoll_fd)),
+      wake_fd_(std::move(wake_fd)),
+      stop_fd_(std::move(stop_fd)) {
   outgoing_.reserve(kCapacity);
 }
 
 SwitchUplink::~SwitchUplink() {
   stop();
-  for (int fd : {epoll_fd_, wake_fd_, stop_fd_}) ::close(fd);
 }
 
 void SwitchUplink::start(FrameHandler on_frame) {
@@ -92,7 +89,7 @@ void SwitchUplink::stop() {
     outgoing_.clear();
   }
   if (thread_.joinable()) {
-    signal(stop_fd_);
+    signal(stop_fd_.get());
     thread_.join();
   }
 }
@@ -109,7 +106,7 @@ bool SwitchUplink::inject(uint32_t pair, PacketPtr packet) noexcept {
     was_empty = outgoing_.empty();
     outgoing_.push_back(std::move(packet));  // within the reserved capacity: no allocation
   }
-  if (was_empty) signal(wake_fd_);  // after the push (see the wake-up protocol)
+  if (was_empty) signal(wake_fd_.get());  // after the push (see the wake-up protocol)
   return true;
 }
 
@@ -129,15 +126,15 @@ void SwitchUplink::run() {
   bool readable = true;  // the tap may hold frames already
   for (;;) {
     epoll_event events[3];
-    const int ready = ::epoll_wait(epoll_fd_, events, 3, readable ? 0 : -1);
+    const int ready = ::epoll_wait(epoll_fd_.get(), events, 3, readable ? 0 : -1);
     if (ready < 0 && errno != EINTR) {
-      spdlog::error("switch uplink {}: epoll_wait: {}; uplink stopped", tap_->name(), std::strerror(errno));
+      spdlog::error("switch uplink {}: {}; uplink stopped", tap_->name(), base::errno_text("epoll_wait"));
       return;
     }
     for (int i = 0; i < ready; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == stop_fd_) return;
-      if (fd == wake_fd_) drain(wake_fd_);  // before the swap (see the wake-up protocol)
+      if (fd == stop_fd_.get()) return;
+      if (fd == wake_fd_.get()) drain(wake_fd_.get());  // before the swap (see the wake-up protocol)
       if (fd == tap_->rx_fd(0)) readable = true;
     }
     write_queued(batch);

@@ -39,6 +39,7 @@
 
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/backends/tap_backend.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::backends {
 
@@ -64,14 +65,15 @@ class SwitchUplink final : public RxInjector {
   uint64_t queue_full() const noexcept { return queue_full_.load(std::memory_order_relaxed); }  // relaxed: a statistic
 
  private:
-  SwitchUplink(std::unique_ptr<TapBackend> tap, int epoll_fd, int wake_fd, int stop_fd);
+  SwitchUplink(std::unique_ptr<TapBackend> tap, base::UniqueFd epoll_fd, base::UniqueFd wake_fd,
+               base::UniqueFd stop_fd);
   void run();
   void write_queued(std::vector<PacketPtr>& batch);
 
   std::unique_ptr<TapBackend> tap_;
-  const int epoll_fd_;
-  const int wake_fd_;
-  const int stop_fd_;
+  const base::UniqueFd epoll_fd_;
+  const base::UniqueFd wake_fd_;
+  const base::UniqueFd stop_fd_;
   FrameHandler on_frame_;
   std::thread thread_;
 

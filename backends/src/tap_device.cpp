@@ -17,28 +17,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "uvhost/base/errno_text.h"
+
 namespace uvhost::backends {
 namespace {
 
+using base::errno_message;
+
 constexpr const char* kTunPath = "/dev/net/tun";
-
-std::string errno_text(int error_number) { return std::strerror(error_number); }
-
-// Owns one fd for the length of open(); release() hands it on.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) noexcept : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) (void)::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const noexcept { return fd_; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 int ioctl_retry(int fd, unsigned long request, void* arg) noexcept {
   int rc;
@@ -100,7 +86,7 @@ std::string attach_error(const std::string& name, int error_number, bool multi_q
                          name);
     default:
       return fmt::format("TUNSETIFF for tap '{}' failed: {}", name.empty() ? "tap%d" : name,
-                         errno_text(error_number));
+                         errno_message(error_number));
   }
 }
 
@@ -109,7 +95,7 @@ bool set_interface_mtu(int control_socket, const std::string& name, uint32_t mtu
   copy_name(link, name);
   link.ifr_mtu = static_cast<int>(mtu);
   if (ioctl_retry(control_socket, SIOCSIFMTU, &link) != 0) {
-    error = fmt::format("setting MTU {} on tap '{}' failed: {}", mtu, name, errno_text(errno));
+    error = fmt::format("setting MTU {} on tap '{}' failed: {}", mtu, name, errno_message(errno));
     return false;
   }
   return true;
@@ -140,8 +126,9 @@ std::string_view to_string(ReadStatus status) noexcept {
   return "?";
 }
 
-TapDevice::TapDevice(int fd, std::string name, unsigned ifindex, bool created, bool persistent, size_t vnet_hdr_size)
-    : fd_(fd),
+TapDevice::TapDevice(base::UniqueFd fd, std::string name, unsigned ifindex, bool created, bool persistent,
+                     size_t vnet_hdr_size)
+    : fd_(std::move(fd)),
       name_(std::move(name)),
       ifindex_(ifindex),
       created_(created),
@@ -151,9 +138,7 @@ TapDevice::TapDevice(int fd, std::string name, unsigned ifindex, bool created, b
   write_iov_.reserve(kMaxPieces);
 }
 
-TapDevice::~TapDevice() {
-  if (fd_ >= 0) (void)::close(fd_);
-}
+TapDevice::~TapDevice() = default;
 
 std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::string& error) {
   if (!valid_interface_name(options.name, error)) return nullptr;
@@ -163,11 +148,11 @@ std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::strin
     return nullptr;
   }
 
-  ScopedFd tun(::open(kTunPath, O_RDWR | O_NONBLOCK | O_CLOEXEC));
+  base::UniqueFd tun(::open(kTunPath, O_RDWR | O_NONBLOCK | O_CLOEXEC));
   if (tun.get() < 0) {
     const int e = errno;
     error = e == ENOENT ? fmt::format("{} does not exist (no tun driver in this kernel or container)", kTunPath)
-                        : fmt::format("cannot open {}: {}", kTunPath, errno_text(e));
+                        : fmt::format("cannot open {}: {}", kTunPath, errno_message(e));
     return nullptr;
   }
 
@@ -215,7 +200,7 @@ std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::strin
 
   ifreq current{};
   if (ioctl_retry(tun.get(), TUNGETIFF, &current) != 0) {
-    return fail(fmt::format("TUNGETIFF on tap '{}' failed: {}", name, errno_text(errno)));
+    return fail(fmt::format("TUNGETIFF on tap '{}' failed: {}", name, errno_message(errno)));
   }
   const auto current_flags = static_cast<unsigned short>(current.ifr_flags);
   if (((current_flags & IFF_VNET_HDR) != 0) != options.vnet_hdr) {
@@ -229,32 +214,32 @@ std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::strin
   if (options.vnet_hdr) {
     int size = static_cast<int>(options.vnet_hdr_size);
     if (ioctl_retry(tun.get(), TUNSETVNETHDRSZ, &size) != 0) {
-      return fail(fmt::format("TUNSETVNETHDRSZ {} on tap '{}' failed: {}", size, name, errno_text(errno)));
+      return fail(fmt::format("TUNSETVNETHDRSZ {} on tap '{}' failed: {}", size, name, errno_message(errno)));
     }
     // virtio 1.0 headers are little-endian. A no-op on little-endian hosts, where a
     // kernel without TUNSETVNETLE is harmless; required on big-endian ones.
     int little_endian = 1;
     if (ioctl_retry(tun.get(), TUNSETVNETLE, &little_endian) != 0 && std::endian::native != std::endian::little) {
-      return fail(fmt::format("TUNSETVNETLE on tap '{}' failed: {}", name, errno_text(errno)));
+      return fail(fmt::format("TUNSETVNETLE on tap '{}' failed: {}", name, errno_message(errno)));
     }
   }
 
   if (options.persist && created) {
     if (ioctl_value(tun.get(), TUNSETPERSIST, 1) != 0) {
-      return fail(fmt::format("TUNSETPERSIST on tap '{}' failed: {}", name, errno_text(errno)));
+      return fail(fmt::format("TUNSETPERSIST on tap '{}' failed: {}", name, errno_message(errno)));
     }
     made_persistent = true;
     persistent = true;
   }
 
   // Interface ioctls go through any socket of the tap's namespace (this thread's).
-  ScopedFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (control.get() < 0) return fail(fmt::format("control socket for tap '{}': {}", name, errno_text(errno)));
+  base::UniqueFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (control.get() < 0) return fail(fmt::format("control socket for tap '{}': {}", name, errno_message(errno)));
 
   ifreq link{};
   copy_name(link, name);
   if (ioctl_retry(control.get(), SIOCGIFINDEX, &link) != 0) {
-    return fail(fmt::format("SIOCGIFINDEX for tap '{}' failed: {}", name, errno_text(errno)));
+    return fail(fmt::format("SIOCGIFINDEX for tap '{}' failed: {}", name, errno_message(errno)));
   }
   const auto ifindex = static_cast<unsigned>(link.ifr_ifindex);
 
@@ -265,12 +250,12 @@ std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::strin
   if (options.up) {
     copy_name(link, name);
     if (ioctl_retry(control.get(), SIOCGIFFLAGS, &link) != 0) {
-      return fail(fmt::format("SIOCGIFFLAGS for tap '{}' failed: {}", name, errno_text(errno)));
+      return fail(fmt::format("SIOCGIFFLAGS for tap '{}' failed: {}", name, errno_message(errno)));
     }
     if ((link.ifr_flags & IFF_UP) == 0) {
       link.ifr_flags = static_cast<short>(link.ifr_flags | IFF_UP);
       if (ioctl_retry(control.get(), SIOCSIFFLAGS, &link) != 0) {
-        return fail(fmt::format("bringing tap '{}' up failed: {}", name, errno_text(errno)));
+        return fail(fmt::format("bringing tap '{}' up failed: {}", name, errno_message(errno)));
       }
     }
   }
@@ -278,7 +263,7 @@ std::unique_ptr<TapDevice> TapDevice::open(const TapOptions& options, std::strin
   spdlog::debug("tap {}: {} (ifindex {}, vnet_hdr {}, {}{})", name, created ? "created" : "attached", ifindex,
                 options.vnet_hdr ? options.vnet_hdr_size : 0, persistent ? "persistent" : "goes with its fd",
                 options.multi_queue ? ", multi_queue" : "");
-  return std::unique_ptr<TapDevice>(new TapDevice(tun.release(), name, ifindex, created, persistent,
+  return std::unique_ptr<TapDevice>(new TapDevice(std::move(tun), name, ifindex, created, persistent,
                                                   options.vnet_hdr ? options.vnet_hdr_size : 0));
 }
 
@@ -288,18 +273,18 @@ bool TapDevice::set_offloads(uint64_t guest_features, std::string& error) {
     error = fmt::format("tap '{}': offloads need the virtio-net header (opened without vnet_hdr)", name_);
     return false;
   }
-  if (ioctl_value(fd_, TUNSETOFFLOAD, flags) != 0) {
+  if (ioctl_value(fd_.get(), TUNSETOFFLOAD, flags) != 0) {
     constexpr unsigned kUso = tun_offload::kUso4 | tun_offload::kUso6;
     if (errno == EINVAL && (flags & kUso) != 0) {
       // Kernels before 6.2 refuse unknown flags: the guest then gets UDP segmented.
       flags &= ~kUso;
-      if (ioctl_value(fd_, TUNSETOFFLOAD, flags) == 0) {
+      if (ioctl_value(fd_.get(), TUNSETOFFLOAD, flags) == 0) {
         spdlog::debug("tap {}: kernel has no USO offload; applied {:#x} without it", name_, flags);
         offload_flags_.store(flags, std::memory_order_relaxed);
         return true;
       }
     }
-    error = fmt::format("TUNSETOFFLOAD {:#x} on tap '{}' failed: {}", flags, name_, errno_text(errno));
+    error = fmt::format("TUNSETOFFLOAD {:#x} on tap '{}' failed: {}", flags, name_, errno_message(errno));
     return false;
   }
   offload_flags_.store(flags, std::memory_order_relaxed);
@@ -313,16 +298,16 @@ unsigned TapDevice::probe_offloads() noexcept {
                                       kCsum | kUfo, kCsum | kUso4 | kUso6};
   unsigned accepted = 0;
   for (const unsigned flags : kCandidates) {
-    if (ioctl_value(fd_, TUNSETOFFLOAD, flags) == 0) accepted |= flags;
+    if (ioctl_value(fd_.get(), TUNSETOFFLOAD, flags) == 0) accepted |= flags;
   }
-  (void)ioctl_value(fd_, TUNSETOFFLOAD, offload_flags());
+  (void)ioctl_value(fd_.get(), TUNSETOFFLOAD, offload_flags());
   return accepted;
 }
 
 bool TapDevice::set_mtu(uint32_t mtu, std::string& error) {
-  ScopedFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  base::UniqueFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (control.get() < 0) {
-    error = fmt::format("control socket for tap '{}': {}", name_, errno_text(errno));
+    error = fmt::format("control socket for tap '{}': {}", name_, errno_message(errno));
     return false;
   }
   return set_interface_mtu(control.get(), name_, mtu, error);
@@ -345,7 +330,7 @@ WriteResult TapDevice::write_iov(const iovec* iov, size_t count) noexcept {
   for (size_t i = 0; i < count; ++i) total += iov[i].iov_len;
   ssize_t written;
   do {
-    written = ::writev(fd_, iov, static_cast<int>(count));
+    written = ::writev(fd_.get(), iov, static_cast<int>(count));
   } while (written < 0 && errno == EINTR);
   if (written >= 0) {
     // A tap takes a frame whole or not at all.
@@ -395,7 +380,7 @@ ReadResult TapDevice::read_iov(size_t count) noexcept {
   read_iov_.push_back(iovec{&read_spare_, 1});
   ssize_t got;
   do {
-    got = ::readv(fd_, read_iov_.data(), static_cast<int>(read_iov_.size()));
+    got = ::readv(fd_.get(), read_iov_.data(), static_cast<int>(read_iov_.size()));
   } while (got < 0 && errno == EINTR);
   if (got > 0) {
     const auto bytes = static_cast<size_t>(got);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
@@ -23,6 +24,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// Throws (failing the test with the reason) when the source cannot be opened.
+std::unique_ptr<SourceBackend> open_source(const SourceOptions& options) {
+  std::string error;
+  std::unique_ptr<SourceBackend> source = SourceBackend::open(options, error);
+  if (!source) throw std::runtime_error(error);
+  return source;
+}
 
 bool readable(int fd, int timeout_ms) {
   pollfd entry{fd, POLLIN, 0};
@@ -102,7 +111,9 @@ TEST(SourceFrame, ParserRejectsDamagedFrames) {
 TEST(SourceBackend, InvalidOptionsAreRejectedWithAReason) {
   const auto rejected = [](SourceOptions options) {
     const std::string error = SourceBackend::validate(options);
-    EXPECT_THROW(SourceBackend{options}, std::invalid_argument) << error;
+    std::string open_error;
+    EXPECT_EQ(SourceBackend::open(options, open_error), nullptr) << error;
+    EXPECT_EQ(open_error, error);
     return error;
   };
   SourceOptions options;
@@ -133,7 +144,8 @@ TEST(SourceBackend, UnlimitedSourceAlwaysHasAFrameWithGapFreeSequencesPerPair) {
   SourceOptions options;
   options.queue_pairs = 2;
   options.frame_size = 128;
-  SourceBackend source(options);
+  const auto owned = open_source(options);
+  SourceBackend& source = *owned;
   EXPECT_EQ(source.kind(), "source");
   Packet packet;
   packet.header.flags = 0xff;  // overwritten
@@ -158,7 +170,8 @@ TEST(SourceBackend, UnlimitedSourceAlwaysHasAFrameWithGapFreeSequencesPerPair) {
 }
 
 TEST(SourceBackend, TransmitSideCountsAndDrops) {
-  SourceBackend source(SourceOptions{});
+  const auto owned = open_source(SourceOptions{});
+  SourceBackend& source = *owned;
   const std::vector<std::byte> frame(300);
   EXPECT_TRUE(source.transmit(0, {}, frame));
   EXPECT_TRUE(source.transmit(0, {}, frame));
@@ -178,7 +191,8 @@ TEST(SourceBackend, ThrottledPullArmsTheTimerfdForTheNextToken) {
   SourceOptions options;
   options.rate_pps = 50;  // one token every 20 ms
   options.burst = 1;
-  SourceBackend source(options);
+  const auto owned = open_source(options);
+  SourceBackend& source = *owned;
   const int fd = source.rx_fd(0);
   ASSERT_GE(fd, 0);
   EXPECT_FALSE(readable(fd, 0));
@@ -206,7 +220,8 @@ TEST(SourceBackend, RateIsRoughlyRightAndSplitOverPairs) {
   options.rate_pps = 10000;
   options.queue_pairs = 2;
   options.burst = 16;
-  SourceBackend source(options);
+  const auto owned = open_source(options);
+  SourceBackend& source = *owned;
   constexpr auto kDuration = 300ms;
   std::vector<uint64_t> generated(2, 0);
   std::vector<bool> in_order(2, true);
@@ -246,7 +261,8 @@ TEST(SourceBackend, IdleBucketRefillsToTheBurstOnly) {
   SourceOptions options;
   options.rate_pps = 1000;
   options.burst = 8;
-  SourceBackend source(options);
+  const auto owned = open_source(options);
+  SourceBackend& source = *owned;
   Packet packet;
   std::this_thread::sleep_for(50ms);  // 50 tokens' worth, but the bucket holds 8
   int burst = 0;

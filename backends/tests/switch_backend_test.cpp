@@ -863,7 +863,7 @@ TEST_F(SwitchUplinkTest, TapUplinkSeesFloodsAndItsFramesReachThePort) {
   const TapBackend* tap = hub->uplink_tap();
   ASSERT_NE(tap, nullptr);
   EXPECT_EQ(tap->name(), "uvsw-up");
-  testing::Fd wire = testing::packet_socket(tap->ifindex());
+  base::UniqueFd wire = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(wire.valid());
 
   CollectingInjector in_a(1);
@@ -925,7 +925,7 @@ TEST_F(SwitchUplinkTest, TapUplinkFramesTakeTheReceivingPortsSteeredPair) {
   std::string error;
   ASSERT_TRUE(hub->add_tap_uplink(options, error)) << error;
   const TapBackend* tap = hub->uplink_tap();
-  testing::Fd wire = testing::packet_socket(tap->ifindex());
+  base::UniqueFd wire = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(wire.valid());
   CollectingInjector in_a(2);
   auto a = hub->add_port("a", 2);
@@ -974,7 +974,7 @@ TEST_F(SwitchUplinkTest, TapUplinkGsoGoesWholeToAGuestWithTsoAndSegmentedToOneWi
   const unsigned flags = hub->stats().at("uplink").at("tap").at("offload_flags").get<unsigned>();
   constexpr unsigned kWanted = tun_offload::kCsum | tun_offload::kTso4 | tun_offload::kTso6 | tun_offload::kTsoEcn;
   EXPECT_EQ(flags & kWanted, kWanted) << std::hex << flags;
-  testing::Fd host = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
+  base::UniqueFd host = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
   ASSERT_TRUE(host.valid());
 
   CollectingInjector in_a(1), in_b(1);

@@ -28,7 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::Bytes;
-using testing::Fd;
+using base::UniqueFd;
 
 class TapBackendTest : public ::testing::Test {
  protected:
@@ -142,8 +142,8 @@ TEST_F(TapBackendTest, FramesGoBothWaysOnEveryPair) {
   options.queue_pairs = 2;
   auto tap = open(options);
   ASSERT_TRUE(tap);
-  Fd sniff = testing::packet_socket(tap->ifindex());
-  Fd inject = testing::packet_socket(tap->ifindex());
+  UniqueFd sniff = testing::packet_socket(tap->ifindex());
+  UniqueFd inject = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(sniff.valid() && inject.valid());
 
   // Guest -> host, on both pairs.
@@ -246,7 +246,7 @@ bool kernel_at_least(int major, int minor) {
 }
 
 int interface_mtu(const std::string& name) {
-  Fd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  UniqueFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   ifreq request{};
   std::strncpy(request.ifr_name, name.c_str(), IFNAMSIZ - 1);
   if (::ioctl(control.get(), SIOCGIFMTU, &request) != 0) return -1;
@@ -285,7 +285,7 @@ TEST_F(TapBackendTest, SixtyFourKibSuperFramesPassBothWaysWhole) {
   options.name = "uvtb-64k";
   auto tap = open(options);
   ASSERT_TRUE(tap);
-  Fd peer = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
+  UniqueFd peer = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
   ASSERT_TRUE(peer.valid());
   // The largest a guest can send: IP total length 65535.
   const Bytes frame = testing::tcp_frame(tcp_spec_of(14 + 65535));
@@ -464,7 +464,7 @@ TEST_F(TapBackendTest, HostPingIsAnsweredThroughTheBackend) {
   GuestResponder guest(*tap);
 
   // 1. Our own pinger (a raw ICMP socket in this namespace).
-  Fd icmp(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
+  UniqueFd icmp(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
   ASSERT_TRUE(icmp.valid()) << std::strerror(errno);
   sockaddr_in peer{};
   peer.sin_family = AF_INET;

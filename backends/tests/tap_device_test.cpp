@@ -29,7 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::Bytes;
-using testing::Fd;
+using base::UniqueFd;
 
 constexpr size_t kHdr = virtio::kNetHeaderSizeMrg;
 
@@ -98,7 +98,7 @@ class TapTest : public ::testing::Test {
 };
 
 std::optional<short> interface_flags(const std::string& name) {
-  Fd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  UniqueFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   ifreq request{};
   std::strncpy(request.ifr_name, name.c_str(), IFNAMSIZ - 1);
   if (::ioctl(control.get(), SIOCGIFFLAGS, &request) != 0) return std::nullopt;
@@ -106,7 +106,7 @@ std::optional<short> interface_flags(const std::string& name) {
 }
 
 int interface_mtu(const std::string& name) {
-  Fd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  UniqueFd control(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   ifreq request{};
   std::strncpy(request.ifr_name, name.c_str(), IFNAMSIZ - 1);
   if (::ioctl(control.get(), SIOCGIFMTU, &request) != 0) return -1;
@@ -342,7 +342,7 @@ TEST_F(TapTest, WithoutVnetHeaderOffloadsAreRefused) {
   EXPECT_NE(error.find("need the virtio-net header"), std::string::npos) << error;
   EXPECT_TRUE(tap->set_offloads(0, error)) << error;
   // Frames go in and out bare.
-  Fd sniff = testing::packet_socket(tap->ifindex());
+  UniqueFd sniff = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(sniff.valid());
   Bytes frame = testing::test_frame(64, 9);
   const iovec piece{frame.data(), frame.size()};
@@ -359,7 +359,7 @@ TEST_F(TapTest, WrittenFrameArrivesInTheKernelWithTheHeaderStripped) {
   options.name = "uvt-tx";
   auto tap = open_tap(options);
   ASSERT_TRUE(tap);
-  Fd sniff = testing::packet_socket(tap->ifindex());
+  UniqueFd sniff = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(sniff.valid()) << std::strerror(errno);
 
   const Bytes header = header_bytes(virtio::NetHeader{});
@@ -383,7 +383,7 @@ TEST_F(TapTest, FrameSentIntoTheTapIsReadWithAPlainHeader) {
   options.name = "uvt-rx";
   auto tap = open_tap(options);
   ASSERT_TRUE(tap);
-  Fd inject = testing::packet_socket(tap->ifindex());
+  UniqueFd inject = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(inject.valid());
   const Bytes frame = testing::test_frame(200, 2);
   ASSERT_TRUE(testing::packet_send(inject.get(), tap->ifindex(), frame));
@@ -415,7 +415,7 @@ TEST_F(TapTest, OversizedFrameIsReportedTruncatedAndAnExactFitIsNot) {
   options.name = "uvt-trunc";
   auto tap = open_tap(options);
   ASSERT_TRUE(tap);
-  Fd inject = testing::packet_socket(tap->ifindex());
+  UniqueFd inject = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(inject.valid());
 
   ASSERT_TRUE(testing::packet_send(inject.get(), tap->ifindex(), testing::test_frame(1000, 3)));
@@ -475,7 +475,7 @@ TEST_F(TapTest, GsoFrameWrittenWithOffloadsIsAcceptedAsOneGsoPacket) {
   std::string error;
   ASSERT_TRUE(tap->set_offloads(features({net_feature::kGuestCsum, net_feature::kGuestTso4}), error)) << error;
   EXPECT_EQ(tap->offload_flags(), tun_offload::kCsum | tun_offload::kTso4);
-  Fd sniff = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
+  UniqueFd sniff = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
   ASSERT_TRUE(sniff.valid());
 
   const Bytes frame = testing::tcp_frame({});
@@ -501,7 +501,7 @@ TEST_F(TapTest, OffloadsDoNotGateWritesButMalformedHeadersAreBadFrames) {
   auto tap = open_tap(options);
   ASSERT_TRUE(tap);
   ASSERT_EQ(tap->offload_flags(), 0u);
-  Fd sniff = testing::packet_socket(tap->ifindex());
+  UniqueFd sniff = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(sniff.valid());
   const Bytes frame = testing::tcp_frame({});
 
@@ -539,7 +539,7 @@ TEST_F(TapTest, OffloadsDecideWhetherTheTapHandsUsGsoOrSegments) {
   options.name = "uvt-off";
   auto tap = open_tap(options);
   ASSERT_TRUE(tap);
-  Fd inject = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
+  UniqueFd inject = testing::packet_socket(tap->ifindex(), /*vnet_hdr=*/true);
   ASSERT_TRUE(inject.valid());
   const Bytes frame = testing::tcp_frame({});
   Bytes gso_packet = testing::packet_vnet_header(tcp_gso_net_header());
@@ -622,7 +622,7 @@ TEST_F(TapTest, WritesToADownLinkReportDown) {
 }
 
 void expect_gone_after_delete(TapDevice& tap) {
-  Fd sniff = testing::packet_socket(tap.ifindex());
+  UniqueFd sniff = testing::packet_socket(tap.ifindex());
   ASSERT_TRUE(sniff.valid());
   const Bytes frame = testing::test_frame(64, 8);
   ASSERT_EQ(write_whole(tap, header_bytes({}), frame).status, WriteStatus::kSent);
@@ -671,8 +671,8 @@ TEST_F(TapTest, OneReaderThreadAndOneWriterThreadAtOnce) {
   options.name = "uvt-mt";
   auto tap = open_tap(options);
   ASSERT_TRUE(tap);
-  Fd sniff = testing::packet_socket(tap->ifindex());
-  Fd inject = testing::packet_socket(tap->ifindex());
+  UniqueFd sniff = testing::packet_socket(tap->ifindex());
+  UniqueFd inject = testing::packet_socket(tap->ifindex());
   ASSERT_TRUE(sniff.valid() && inject.valid());
   constexpr uint16_t kFrames = 200;
 
@@ -764,7 +764,7 @@ TEST_F(TapTest, PingThroughTheTapIsAnsweredFromUserSpace) {
   Responder responder(*tap);
 
   // 1. Our own pinger (a raw ICMP socket in this namespace): three echoes, one second each.
-  Fd icmp(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
+  UniqueFd icmp(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
   ASSERT_TRUE(icmp.valid()) << std::strerror(errno);
   sockaddr_in peer{};
   peer.sin_family = AF_INET;

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/net_header.h"
 
 extern char** environ;
@@ -68,35 +69,11 @@ inline std::string missing_privileges() {
 
 // ---- fds and the namespace ----------------------------------------------------------
 
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 // Moves the calling thread into a new, empty network namespace; back on destruction.
 class NetnsSandbox {
  public:
   NetnsSandbox() {
-    original_ = Fd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    original_ = base::UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
     if (!original_.valid()) {
       error_ = std::string("open /proc/thread-self/ns/net: ") + std::strerror(errno);
       return;
@@ -126,7 +103,7 @@ class NetnsSandbox {
   const std::string& error() const { return error_; }
 
  private:
-  Fd original_;
+  base::UniqueFd original_;
   std::string error_;
 };
 
@@ -160,8 +137,8 @@ class Child {
       error = "pipe2 failed";
       return std::nullopt;
     }
-    Fd read_end(pipe_fds[0]);
-    Fd write_end(pipe_fds[1]);
+    base::UniqueFd read_end(pipe_fds[0]);
+    base::UniqueFd write_end(pipe_fds[1]);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
@@ -210,7 +187,7 @@ class Child {
   const std::string& output() const { return text_; }
 
  private:
-  Child(pid_t pid, Fd output) : pid_(pid), output_(std::move(output)) {
+  Child(pid_t pid, base::UniqueFd output) : pid_(pid), output_(std::move(output)) {
     ::fcntl(output_.get(), F_SETFL, ::fcntl(output_.get(), F_GETFL) | O_NONBLOCK);
   }
   void drain() {
@@ -232,7 +209,7 @@ class Child {
   }
 
   pid_t pid_;
-  Fd output_;
+  base::UniqueFd output_;
   std::string text_;
 };
 
@@ -481,18 +458,18 @@ inline Bytes packet_vnet_header(const virtio::NetHeader& header) {
   return bytes;
 }
 
-inline Fd packet_socket(unsigned ifindex, bool vnet_hdr = false) {
-  Fd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));  // protocol 0: nothing queued before bind
+inline base::UniqueFd packet_socket(unsigned ifindex, bool vnet_hdr = false) {
+  base::UniqueFd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));  // protocol 0: nothing queued before bind
   if (!fd.valid()) return fd;
   if (vnet_hdr) {
     int on = 1;
-    if (::setsockopt(fd.get(), SOL_PACKET, PACKET_VNET_HDR, &on, sizeof(on)) != 0) return Fd();
+    if (::setsockopt(fd.get(), SOL_PACKET, PACKET_VNET_HDR, &on, sizeof(on)) != 0) return base::UniqueFd();
   }
   sockaddr_ll address{};
   address.sll_family = AF_PACKET;
   address.sll_protocol = htons(ETH_P_ALL);
   address.sll_ifindex = static_cast<int>(ifindex);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) return Fd();
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) return base::UniqueFd();
   return fd;
 }
 

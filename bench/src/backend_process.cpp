@@ -16,10 +16,11 @@
 #include <fstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::bench {
 
@@ -46,7 +47,7 @@ bool file_contains(const std::string& path, const std::string& needle) {
 BackendProcess::BackendProcess(const std::vector<std::string>& argv, std::string log_path, int cpu)
     : log_path_(std::move(log_path)), program_(argv.empty() ? std::string{} : argv.front()) {
   if (argv.empty()) throw std::runtime_error("backend: empty command line");
-  vhost_user::UniqueFd log(::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  base::UniqueFd log(::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log) throw std::runtime_error(fmt::format("backend: cannot open log {}: {}", log_path_, std::strerror(errno)));
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   std::vector<char*> args;
@@ -169,6 +170,11 @@ std::vector<std::string> uvhost_argv(const Config& config, const Point& point, c
   std::string port =
       fmt::format("sock={},backend={},queues={},name={}", socket, backend, options.queue_pairs, kBenchPortName);
   if (point.workload == Workload::kStreamRx) port += fmt::format(",size={}", point.size);
+  return uvhost_serve_argv(config, options, std::move(port), control);
+}
+
+std::vector<std::string> uvhost_serve_argv(const Config& config, const RunOptions& options, std::string port,
+                                           const std::string& control) {
   for (const auto& [key, value] : config.port_keys) port += value.empty() ? "," + key : fmt::format(",{}={}", key, value);
   std::string binary = options.uvhost_binary;
   if (binary.empty()) {  // this very binary (`uvhost bench`): its real path, for logs and ps

@@ -234,18 +234,8 @@ class Console {
 std::vector<std::string> uvhost_tap_argv(const Config& config, const RunOptions& options,
                                          const std::string& socket, const std::string& control,
                                          const std::string& tap) {
-  std::string port = fmt::format("sock={},backend=tap,tap={},name=bench", socket, tap);
-  for (const auto& [key, value] : config.port_keys)
-    port += value.empty() ? "," + key : fmt::format(",{}={}", key, value);
-  std::string binary = options.uvhost_binary;
-  if (binary.empty()) {
-    std::error_code ec;
-    binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    if (ec) binary = "/proc/self/exe";
-  }
-  std::vector<std::string> argv{binary, "--log-level", "warn", "serve", "--port", port, "--control", control};
-  argv.insert(argv.end(), config.serve_args.begin(), config.serve_args.end());
-  return argv;
+  return uvhost_serve_argv(config, options, fmt::format("sock={},backend=tap,tap={},name=bench", socket, tap),
+                           control);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "uvhost/backends/rarp_frame.h"
+#include "uvhost/base/errno_text.h"
 
 #include "uvhost/vhost_user/features.h"
 #include "uvhost/virtio/guest_memory_fault.h"
@@ -30,8 +31,8 @@ DeviceDatapath::DeviceDatapath(DatapathOptions options, backends::PortBackend& b
     throw std::invalid_argument("DeviceDatapath: one worker per queue pair is needed");
   }
   if (options_.burst == 0) options_.burst = 1;
-  failure_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (failure_fd_ < 0) throw std::runtime_error(fmt::format("DeviceDatapath: eventfd: {}", std::strerror(errno)));
+  failure_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!failure_fd_) throw std::runtime_error(base::errno_text("DeviceDatapath: eventfd"));
   for (uint32_t index = 0; index < queue_count(); ++index) {
     auto vring = std::make_unique<Vring>(
         index, pair_workers[index / 2], [this](Vring& q) { handle(q); }, options_.inbound_frames);
@@ -61,7 +62,6 @@ DeviceDatapath::~DeviceDatapath() {
   // A handler may still be queued (a kick that came just before the stop): run()
   // flushes the worker, so it has run (and found its ring stopped) when this returns.
   for (auto& vring : vrings_) vring->worker->run([] {});
-  ::close(failure_fd_);
 }
 
 template <class Fn>
@@ -329,7 +329,7 @@ std::vector<QueueSnapshot> DeviceDatapath::snapshot() const {
 
 std::optional<std::string> DeviceDatapath::take_failure() {
   eventfd_t ignored;
-  (void)::eventfd_read(failure_fd_, &ignored);  // non-blocking: drains a pending signal
+  (void)::eventfd_read(failure_fd_.get(), &ignored);  // non-blocking: drains a pending signal
   sync::MutexLock lock(failure_mutex_);
   return std::exchange(failure_, std::nullopt);
 }
@@ -367,7 +367,7 @@ bool DeviceDatapath::check_memory_fault(Vring& q) {
   }
   if (first) {
     spdlog::error("{}: {}; device broken, ending the connection", options_.name, description);
-    (void)::eventfd_write(failure_fd_, 1);
+    (void)::eventfd_write(failure_fd_.get(), 1);
   }
   return true;
 }

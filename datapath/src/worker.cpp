@@ -11,15 +11,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "uvhost/base/errno_text.h"
 #include "uvhost/sync/spin_then_park.h"
 
 namespace uvhost::datapath {
 
 namespace {
 
-vhost_user::UniqueFd must(int fd, const char* what) {
-  if (fd < 0) throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
-  return vhost_user::UniqueFd(fd);
+base::UniqueFd must(int fd, const char* what) {
+  if (fd < 0) throw std::runtime_error(base::errno_text(what));
+  return base::UniqueFd(fd);
 }
 
 constexpr int kMaxEventsPerWait = 64;
@@ -38,7 +39,7 @@ Worker::Worker(std::string name, sync::EnqueueStrategy strategy)
   event.events = EPOLLIN;
   event.data.ptr = nullptr;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &event) != 0) {
-    throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
+    throw std::runtime_error(base::errno_text("epoll_ctl"));
   }
 }
 
@@ -47,12 +48,12 @@ Worker::~Worker() { queue_.stop(); }
 void Worker::wake() noexcept { (void)::eventfd_write(wake_fd_.get(), 1); }
 
 void Worker::wait_idle() noexcept {
-  bump(epoll_waits_);
+  epoll_waits_.add();
   dispatch(-1);
 }
 
 void Worker::poll_events() noexcept {
-  bump(event_polls_);
+  event_polls_.add();
   dispatch(0);
 }
 
@@ -66,7 +67,7 @@ void Worker::dispatch(int timeout_ms) noexcept {
       (void)::eventfd_read(wake_fd_.get(), &ignored);  // non-blocking: may find 0 (EAGAIN)
       continue;
     }
-    bump(fd_events_);
+    fd_events_.add();
     watch->on_ready();
   }
 }
@@ -120,9 +121,9 @@ WorkerStats Worker::stats() const {
   WorkerStats s;
   s.queue = queue_.stats();
   // relaxed: monotonic counters, for reporting.
-  s.epoll_waits = epoll_waits_.load(std::memory_order_relaxed);
-  s.event_polls = event_polls_.load(std::memory_order_relaxed);
-  s.fd_events = fd_events_.load(std::memory_order_relaxed);
+  s.epoll_waits = epoll_waits_.get();
+  s.event_polls = event_polls_.get();
+  s.fd_events = fd_events_.get();
   return s;
 }
 

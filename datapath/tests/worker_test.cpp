@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/sync/spin_then_park.h"
 #include "uvhost/testing/fds.h"
 
@@ -46,21 +47,18 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = 3000ms) {
 class EventFd {
  public:
   EventFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~EventFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
   EventFd(const EventFd&) = delete;
   EventFd& operator=(const EventFd&) = delete;
-  int get() const { return fd_; }
-  void signal(uint64_t value = 1) const { ASSERT_EQ(::eventfd_write(fd_, value), 0); }
+  int get() const { return fd_.get(); }
+  void signal(uint64_t value = 1) const { ASSERT_EQ(::eventfd_write(fd_.get(), value), 0); }
   // 0 when nothing was pending.
   uint64_t drain() const {
     eventfd_t value = 0;
-    return ::eventfd_read(fd_, &value) == 0 ? value : 0;
+    return ::eventfd_read(fd_.get(), &value) == 0 ? value : 0;
   }
 
  private:
-  int fd_;
+  base::UniqueFd fd_;
 };
 
 TEST(WorkerTest, NameAndThread) {

@@ -10,6 +10,19 @@
 
 namespace uvhost::serve {
 
+namespace {
+
+// Backend::open(options, error), its reason prefixed with the port's name.
+template <typename Backend, typename Options>
+std::unique_ptr<backends::PortBackend> open_for_port(const PortSpec& spec, const Options& options,
+                                                     std::string& error) {
+  std::unique_ptr<Backend> backend = Backend::open(options, error);
+  if (!backend) error = fmt::format("{}: {}", spec.name, error);
+  return backend;
+}
+
+}  // namespace
+
 std::unique_ptr<backends::PortBackend> make_backend(const PortSpec& spec, backends::SwitchHub* hub,
                                                     std::string& error) {
   switch (spec.backend) {
@@ -20,20 +33,14 @@ std::unique_ptr<backends::PortBackend> make_backend(const PortSpec& spec, backen
       options.rate_pps = spec.source_rate_pps;
       options.frame_size = spec.source_frame_size;
       options.queue_pairs = spec.queue_pairs;
-      if (std::string why = backends::SourceBackend::validate(options); !why.empty()) {
-        error = fmt::format("{}: source: {}", spec.name, why);
-        return nullptr;
-      }
-      return std::make_unique<backends::SourceBackend>(options);
+      return open_for_port<backends::SourceBackend>(spec, options, error);
     }
     case BackendKind::kTap: {
       backends::TapBackendOptions options;
       options.name = spec.tap_name;
       options.queue_pairs = spec.queue_pairs;
       options.mtu = spec.mtu;
-      auto tap = backends::TapBackend::open(options, error);
-      if (!tap) error = fmt::format("{}: {}", spec.name, error);
-      return tap;
+      return open_for_port<backends::TapBackend>(spec, options, error);
     }
     case BackendKind::kSwitch:
       if (hub == nullptr) {

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 
@@ -66,7 +66,7 @@ bool connect_until(int fd, const std::string& path, Clock::time_point deadline, 
 std::optional<json> control_request(const std::string& path, const json& request, std::string& error,
                                     std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  vhost_user::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  base::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!socket) {
     error = fmt::format("socket: {}", std::strerror(errno));
     return std::nullopt;

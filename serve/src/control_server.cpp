@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "uvhost/base/errno_text.h"
 #include "uvhost/sync/misuse.h"
 
 namespace uvhost::serve {
@@ -27,7 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-using vhost_user::UniqueFd;
+using base::UniqueFd;
 
 constexpr size_t kReadChunk = 16 * 1024;
 // Requests served per client per poll round: one client pipelining many requests must
@@ -36,8 +37,6 @@ constexpr int kLinesPerRound = 16;
 // After accept() fails for lack of fds, leave the listener alone this long (it stays
 // readable, so polling it would spin).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
-
-std::string errno_text(const std::string& what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
 
 std::string reply_line(const json& reply) {
   // replace: a handler's string that is not UTF-8 must not cost the client its reply.
@@ -92,7 +91,7 @@ class Loop {
       const int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(now, accepting));
       if (rc < 0) {
         if (errno == EINTR) continue;
-        spdlog::error("control socket: {}; no longer serving", errno_text("poll"));
+        spdlog::error("control socket: {}; no longer serving", base::errno_text("poll"));
         return;
       }
       if (fds[0].revents != 0) return;  // stop(): clients_ are closed as the Loop dies
@@ -246,7 +245,7 @@ class Loop {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        spdlog::warn("control socket: {}", errno_text("accept"));
+        spdlog::warn("control socket: {}", base::errno_text("accept"));
         accept_paused_until_ = Clock::now() + kAcceptPause;
         return;
       }
@@ -300,12 +299,12 @@ std::unique_ptr<ControlServer> ControlServer::open(const std::string& path, Hand
   // accept() after poll() must not block should the client have gone in between.
   const int flags = ::fcntl(listener->fd(), F_GETFL);
   if (flags < 0 || ::fcntl(listener->fd(), F_SETFL, flags | O_NONBLOCK) != 0) {
-    error = fmt::format("control socket {}: {}", path, errno_text("fcntl"));
+    error = fmt::format("control socket {}: {}", path, base::errno_text("fcntl"));
     return nullptr;
   }
   UniqueFd stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop_fd) {
-    error = fmt::format("control socket {}: {}", path, errno_text("eventfd"));
+    error = fmt::format("control socket {}: {}", path, base::errno_text("eventfd"));
     return nullptr;
   }
   std::unique_ptr<ControlServer> server(new ControlServer(std::move(*listener), std::move(stop_fd), std::move(handler)));

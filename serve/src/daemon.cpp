@@ -184,10 +184,10 @@ bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* 
   };
   // A restarted port on a handed socket opens on a duplicate of it: the departing port
   // closes its own. Held here until the new port owns it (closed if it never does).
-  std::map<std::string, vhost_user::UniqueFd> duplicates;
+  std::map<std::string, base::UniqueFd> duplicates;
   for (PortSpec& spec : next) {
     if (spec.socket_fd < 0 || !listed(plan.restarted, spec.name)) continue;
-    vhost_user::UniqueFd copy(::fcntl(spec.socket_fd, F_DUPFD_CLOEXEC, 0));
+    base::UniqueFd copy(::fcntl(spec.socket_fd, F_DUPFD_CLOEXEC, 0));
     if (!copy.valid()) {
       error = fmt::format("{}: cannot duplicate its handed socket (fd {}): {}", spec.name, spec.socket_fd,
                           std::strerror(errno));

@@ -19,19 +19,19 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "uvhost/base/errno_text.h"
+
 namespace uvhost::serve {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using vhost_user::UniqueFd;
+using base::UniqueFd;
 
 constexpr size_t kReadChunk = 4096;
 // After accept() fails for lack of fds, leave the listener alone this long (it stays
 // readable, so polling it would spin).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
-
-std::string errno_text(std::string_view what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
 
 std::string response(std::string_view status, std::string_view extra_headers, std::string_view content_type,
                      const std::string& body, bool head_only) {
@@ -96,7 +96,7 @@ class Loop {
       }
       if (::poll(fds.data(), fds.size(), timeout_ms) < 0) {
         if (errno == EINTR) continue;
-        spdlog::error("metrics: {}", errno_text("poll"));
+        spdlog::error("metrics: {}", base::errno_text("poll"));
         return;
       }
       if (fds[0].revents != 0) return;  // stop
@@ -125,7 +125,7 @@ class Loop {
       UniqueFd fd(::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd.valid()) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          spdlog::warn("metrics: {}", errno_text("accept"));
+          spdlog::warn("metrics: {}", base::errno_text("accept"));
           accept_paused_until_ = Clock::now() + kAcceptPause;
         }
         return;  // EAGAIN, or a connection that went away before we took it
@@ -275,7 +275,7 @@ std::unique_ptr<MetricsHttpServer> MetricsHttpServer::open(const std::string& ad
   if (!parsed) return nullptr;
   UniqueFd listener(::socket(parsed->storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!listener.valid()) {
-    error = errno_text("socket");
+    error = base::errno_text("socket");
     return nullptr;
   }
   const int one = 1;
@@ -283,16 +283,17 @@ std::unique_ptr<MetricsHttpServer> MetricsHttpServer::open(const std::string& ad
   if (parsed->storage.ss_family == AF_INET6)
     (void)::setsockopt(listener.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);  // [::] means IPv6 only
   if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&parsed->storage), parsed->length) != 0) {
-    error = errno_text(fmt::format("bind {}", address));
+    const int error_number = errno;  // before formatting, which may change it
+    error = base::errno_text(fmt::format("bind {}", address), error_number);
     return nullptr;
   }
   if (::listen(listener.get(), 64) != 0) {
-    error = errno_text("listen");
+    error = base::errno_text("listen");
     return nullptr;
   }
   UniqueFd stop_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop_fd.valid()) {
-    error = errno_text("eventfd");
+    error = base::errno_text("eventfd");
     return nullptr;
   }
   return std::unique_ptr<MetricsHttpServer>(

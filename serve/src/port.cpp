@@ -151,7 +151,7 @@ bool Port::adopt_socket(std::string& error) {
     error = fmt::format("{}: {}", spec_.name, error);
     return false;
   }
-  vhost_user::UniqueFd socket(spec_.socket_fd);  // ours from here on
+  base::UniqueFd socket(spec_.socket_fd);  // ours from here on
   if (handed->listening) {
     listener_ = vhost_user::Listener::adopt(std::move(socket), handed->bound_path);
     spdlog::info("{}: serving the listening socket handed over as fd {} {}", spec_.name, spec_.socket_fd,

@@ -17,13 +17,7 @@ namespace uvhost::serve {
 
 namespace {
 
-using detail::array_member;
-using detail::counter;
-using detail::flag;
-using detail::json;
-using detail::member;
-using detail::number;
-using detail::text;
+using namespace detail;  // the readers of stats_json.h
 
 const std::string kMissing = "-";
 

@@ -18,13 +18,7 @@ namespace uvhost::serve {
 
 namespace {
 
-using detail::array_member;
-using detail::counter;
-using detail::flag;
-using detail::json;
-using detail::member;
-using detail::number;
-using detail::text;
+using namespace detail;  // the readers of stats_json.h
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
@@ -96,6 +90,22 @@ class Family {
   std::string_view help_;
   std::string samples_;
 };
+
+// Families each read straight from one counter field of the same JSON object (a
+// process, a port, a queue, a worker), in the order they are printed.
+struct FieldCounter {
+  const char* field;
+  Family family;
+};
+using FieldCounters = std::vector<FieldCounter>;
+
+void add_samples(FieldCounters& counters, const Labels& labels, const json& object) {
+  for (FieldCounter& entry : counters) entry.family.add(labels, counter(object, entry.field));
+}
+
+void append_all(const FieldCounters& counters, std::string& out) {
+  for (const FieldCounter& entry : counters) entry.family.append_to(out);
+}
 
 // Divided, not multiplied by 1e-9: the quotient is the double nearest the exact value,
 // so 260000 ns prints as 0.00026, not 0.00026000000000000003.
@@ -184,26 +194,31 @@ void process_families(const json& stats, std::string& out) {
   const json* process = member(stats, "process");
   if (process == nullptr) return;
   Family cpu("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
-  Family resident("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  Family virtual_memory("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-  Family open_fds("process_open_fds", "gauge", "Number of open file descriptors.");
-  Family max_fds("process_max_fds", "gauge", "Maximum number of open file descriptors.");
+  FieldCounters counters{
+      {"resident_bytes", {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes."}},
+      {"virtual_bytes", {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes."}},
+      {"open_fds", {"process_open_fds", "gauge", "Number of open file descriptors."}},
+      {"max_fds", {"process_max_fds", "gauge", "Maximum number of open file descriptors."}},
+  };
   Family start("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
   cpu.add({}, number(*process, "cpu_seconds"));
-  resident.add({}, counter(*process, "resident_bytes"));
-  virtual_memory.add({}, counter(*process, "virtual_bytes"));
-  open_fds.add({}, counter(*process, "open_fds"));
-  max_fds.add({}, counter(*process, "max_fds"));
+  add_samples(counters, {}, *process);
   start.add({}, number(*process, "start_time_seconds"));
-  for (const Family* family : {&cpu, &resident, &virtual_memory, &open_fds, &max_fds, &start}) family->append_to(out);
+  cpu.append_to(out);
+  append_all(counters, out);
+  start.append_to(out);
 }
 
 void port_families(const json& stats, std::string& out) {
   Family info("uvhost_port_info", "gauge", "Always 1; the port's backend and guest-memory guard in labels.");
   Family connected("uvhost_port_connected", "gauge", "1 while a frontend is connected.");
-  Family connections("uvhost_port_connections_total", "counter", "Frontends served.");
-  Family rejected("uvhost_port_rejected_total", "counter", "Frontends turned away while another was served.");
-  Family errors("uvhost_port_protocol_errors_total", "counter", "Connections ended for a protocol error.");
+  FieldCounters counters{
+      {"connections", {"uvhost_port_connections_total", "counter", "Frontends served."}},
+      {"rejected",
+       {"uvhost_port_rejected_total", "counter", "Frontends turned away while another was served."}},
+      {"protocol_errors",
+       {"uvhost_port_protocol_errors_total", "counter", "Connections ended for a protocol error."}},
+  };
   Family features("uvhost_port_negotiated_feature_info", "gauge",
                   "Always 1; one sample per virtio feature the connected frontend negotiated, by name.");
   Family mtu("uvhost_port_guest_mtu_bytes", "gauge", "The MTU the guest set (VHOST_USER_NET_SET_MTU); absent if none.");
@@ -212,9 +227,7 @@ void port_families(const json& stats, std::string& out) {
     const Labels labels = port_labels(port);
     info.add(with(with(labels, "backend", text(port, "backend")), "memory", text(port, "memory")), std::string("1"));
     connected.add(labels, flag(port, "connected"));
-    connections.add(labels, counter(port, "connections"));
-    rejected.add(labels, counter(port, "rejected"));
-    errors.add(labels, counter(port, "protocol_errors"));
+    add_samples(counters, labels, port);
     if (const json* negotiated = member(port, "features")) {
       for (const auto& name : array_member(*negotiated, "negotiated"))
         if (name.is_string()) features.add(with(labels, "feature", name.get<std::string>()), std::string("1"));
@@ -223,18 +236,16 @@ void port_families(const json& stats, std::string& out) {
     }
     if (const json* values = member(port, "backend_stats")) backend_samples(backend, labels, *values, "", "");
   }
-  for (const Family* family : {&info, &connected, &connections, &rejected, &errors, &features, &mtu})
-    family->append_to(out);
+  info.append_to(out);
+  connected.append_to(out);
+  append_all(counters, out);
+  features.append_to(out);
+  mtu.append_to(out);
   backend.append_to(out);
 }
 
 void queue_families(const json& stats, std::string& out) {
-  // Counters read straight from a queue's field of the same meaning.
-  struct CounterFamily {
-    const char* field;
-    Family family;
-  };
-  CounterFamily counters[] = {
+  FieldCounters counters{
       {"packets", {"uvhost_queue_packets_total", "counter", "Packets the queue carried."}},
       {"bytes", {"uvhost_queue_bytes_total", "counter", "Bytes the queue carried (virtio-net header not counted)."}},
       {"dropped", {"uvhost_queue_dropped_total", "counter", "Packets dropped on this queue."}},
@@ -264,7 +275,7 @@ void queue_families(const json& stats, std::string& out) {
   for (const auto& port : array_member(stats, "ports")) {
     for (const auto& queue : array_member(port, "queues")) {
       const Labels labels = queue_labels(port, queue);
-      for (auto& entry : counters) entry.family.add(labels, counter(queue, entry.field));
+      add_samples(counters, labels, queue);
       const json* poll = member(queue, "poll");
       const json no_poll = json::object();
       const json& settings = poll != nullptr ? *poll : no_poll;
@@ -283,30 +294,32 @@ void queue_families(const json& stats, std::string& out) {
     }
   }
   info.append_to(out);
-  for (const auto& entry : counters) entry.family.append_to(out);
+  append_all(counters, out);
   for (const Family* family : {&busy, &started, &enabled, &broken, &poll_seconds, &exits}) family->append_to(out);
 }
 
 void worker_families(const json& stats, std::string& out) {
   Family info("uvhost_worker_info", "gauge", "Always 1; the worker's enqueue strategy in a label.");
   Family cpu("uvhost_worker_cpu_seconds_total", "counter", "CPU time the worker thread used.");
-  Family items("uvhost_worker_items_run_total", "counter", "Work items the worker ran.");
-  Family wakeups("uvhost_worker_wakeups_total", "counter", "Times the worker was woken from parking.");
-  Family parks("uvhost_worker_parks_total", "counter", "Times the worker parked (slept) for lack of work.");
-  Family epoll_waits("uvhost_worker_epoll_waits_total", "counter", "Sleeps in epoll_wait.");
-  Family fd_events("uvhost_worker_fd_events_total", "counter", "Ready file descriptors the worker dispatched.");
+  FieldCounters counters{
+      {"items_run", {"uvhost_worker_items_run_total", "counter", "Work items the worker ran."}},
+      {"wakeups", {"uvhost_worker_wakeups_total", "counter", "Times the worker was woken from parking."}},
+      {"parks",
+       {"uvhost_worker_parks_total", "counter", "Times the worker parked (slept) for lack of work."}},
+      {"epoll_waits", {"uvhost_worker_epoll_waits_total", "counter", "Sleeps in epoll_wait."}},
+      {"fd_events",
+       {"uvhost_worker_fd_events_total", "counter", "Ready file descriptors the worker dispatched."}},
+  };
   for (const auto& worker : array_member(stats, "workers")) {
     Labels labels;
     if (const auto name = text(worker, "name")) labels.emplace_back("worker", *name);
     info.add(with(labels, "enqueue", text(worker, "enqueue")), std::string("1"));
     cpu.add(labels, scaled(counter(worker, "cpu_ns"), 1e9));
-    items.add(labels, counter(worker, "items_run"));
-    wakeups.add(labels, counter(worker, "wakeups"));
-    parks.add(labels, counter(worker, "parks"));
-    epoll_waits.add(labels, counter(worker, "epoll_waits"));
-    fd_events.add(labels, counter(worker, "fd_events"));
+    add_samples(counters, labels, worker);
   }
-  for (const Family* family : {&info, &cpu, &items, &wakeups, &parks, &epoll_waits, &fd_events}) family->append_to(out);
+  info.append_to(out);
+  cpu.append_to(out);
+  append_all(counters, out);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@
 
 #include "uvhost/serve/control_client.h"
 #include "uvhost/testing/fds.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 namespace {
@@ -42,7 +42,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using testing::count_open_fds;
-using vhost_user::UniqueFd;
+using base::UniqueFd;
 
 constexpr auto kPatience = 10s;
 

@@ -20,13 +20,13 @@
 
 #include "serve_test_support.h"
 #include "uvhost/serve/daemon.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 namespace {
 
 using namespace std::chrono_literals;
-using vhost_user::UniqueFd;
+using base::UniqueFd;
 
 UniqueFd connect_to(uint16_t port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

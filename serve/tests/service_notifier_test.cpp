@@ -17,6 +17,7 @@
 #include <string>
 
 #include "serve_test_support.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 namespace {
@@ -28,32 +29,31 @@ using uvhost::serve::testing::TempDir;
 class NotifyListener {
  public:
   explicit NotifyListener(const std::string& path) : fd_(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
-    EXPECT_GE(fd_, 0) << std::strerror(errno);
+    EXPECT_GE(fd_.get(), 0) << std::strerror(errno);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0) << std::strerror(errno);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0) << std::strerror(errno);
     ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
   }
   ~NotifyListener() {
     ::unsetenv("NOTIFY_SOCKET");
-    ::close(fd_);
   }
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
 
   // The next datagram, or nullopt when none comes within `timeout_ms`.
   std::optional<std::string> next(int timeout_ms = 2000) {
-    pollfd entry{fd_, POLLIN, 0};
+    pollfd entry{fd_.get(), POLLIN, 0};
     if (::poll(&entry, 1, timeout_ms) != 1) return std::nullopt;
     char buffer[4096];
-    const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
+    const ssize_t got = ::recv(fd_.get(), buffer, sizeof(buffer), 0);
     if (got < 0) return std::nullopt;
     return std::string(buffer, static_cast<size_t>(got));
   }
 
  private:
-  int fd_;
+  base::UniqueFd fd_;
 };
 
 TEST(ServiceNotifierTest, StatusLineCountsPortsAndConnections) {

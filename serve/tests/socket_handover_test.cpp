@@ -25,7 +25,7 @@
 namespace uvhost::serve::testing {
 namespace {
 
-using vhost_user::UniqueFd;
+using base::UniqueFd;
 
 // A Unix stream socket bound to `path` and listening, as a launcher or systemd makes it.
 UniqueFd listening_socket(const std::string& path) {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve_test_support.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 namespace {
@@ -46,14 +47,13 @@ bool TapPortTest::namespaced_ = false;
 class PacketSocket {
  public:
   explicit PacketSocket(const std::string& ifname) : fd_(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL))) {
-    EXPECT_GE(fd_, 0) << std::strerror(errno);
+    EXPECT_GE(fd_.get(), 0) << std::strerror(errno);
     address_.sll_family = AF_PACKET;
     address_.sll_protocol = htons(ETH_P_ALL);
     address_.sll_ifindex = static_cast<int>(::if_nametoindex(ifname.c_str()));
     EXPECT_NE(address_.sll_ifindex, 0) << ifname;
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&address_), sizeof(address_)), 0) << std::strerror(errno);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&address_), sizeof(address_)), 0) << std::strerror(errno);
   }
-  ~PacketSocket() { ::close(fd_); }
 
   // Frames of our test EtherType (0x88B5) until `count` or the timeout.
   std::vector<std::vector<std::byte>> receive(size_t count, std::chrono::milliseconds timeout) {
@@ -61,9 +61,9 @@ class PacketSocket {
     const auto deadline = Clock::now() + timeout;
     std::vector<std::byte> buffer(65536);
     while (out.size() < count && Clock::now() < deadline) {
-      pollfd entry{fd_, POLLIN, 0};
+      pollfd entry{fd_.get(), POLLIN, 0};
       if (::poll(&entry, 1, 10) != 1) continue;
-      const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
+      const ssize_t n = ::recv(fd_.get(), buffer.data(), buffer.size(), 0);
       if (n >= 14 && buffer[12] == std::byte{0x88} && buffer[13] == std::byte{0xB5}) {
         out.emplace_back(buffer.begin(), buffer.begin() + n);
       }
@@ -71,12 +71,12 @@ class PacketSocket {
     return out;
   }
   bool send(const std::vector<std::byte>& frame) {
-    return ::sendto(fd_, frame.data(), frame.size(), 0, reinterpret_cast<const sockaddr*>(&address_),
+    return ::sendto(fd_.get(), frame.data(), frame.size(), 0, reinterpret_cast<const sockaddr*>(&address_),
                     sizeof(address_)) == static_cast<ssize_t>(frame.size());
   }
 
  private:
-  int fd_;
+  base::UniqueFd fd_;
   sockaddr_ll address_{};
 };
 

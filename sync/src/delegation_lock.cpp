@@ -100,10 +100,10 @@ DelegationLock::~DelegationLock() {
 DelegationLockStats DelegationLock::stats() const noexcept {
   // relaxed: a snapshot for measurement; the counters are independent.
   DelegationLockStats s;
-  s.own_ops = own_ops_.load(std::memory_order_relaxed);
-  s.delegated_ops = delegated_ops_.load(std::memory_order_relaxed);
-  s.async_ops = async_ops_.load(std::memory_order_relaxed);
-  s.handoffs = handoffs_.load(std::memory_order_relaxed);
+  s.own_ops = own_ops_.get();
+  s.delegated_ops = delegated_ops_.get();
+  s.async_ops = async_ops_.get();
+  s.handoffs = handoffs_.get();
   s.parks = parks_.load(std::memory_order_relaxed);
   return s;
 }
@@ -125,7 +125,7 @@ void DelegationLock::finish_node(Node* node, const Node* own) noexcept {
 void DelegationLock::hand_off(Node* next) noexcept {
   std::atomic<uint32_t>* word = &next->state;
   // release: the new combiner (acquire in await_node) must see every critical section
-  // run so far and the combiner-only counters (it continues them with bump()).
+  // run so far and the combiner-only counters (it continues them with add()).
   const uint32_t previous = word->exchange(detail::kNodeCombine, std::memory_order_release);
   if (previous == detail::kNodeParked) wake_address(word);
 }
@@ -155,11 +155,11 @@ void DelegationLock::combine(Node* own) noexcept {
   const int64_t max_ns = options_.max_combine_ns;
 
   // Counters go out while we still hold the lock (before the releasing CAS or the
-  // hand-off): bump() relies on that.
+  // hand-off): their single-writer add() relies on that.
   auto flush = [&](uint64_t handoff) noexcept {
-    if (delegated != 0) bump(delegated_ops_, delegated);
-    if (async != 0) bump(async_ops_, async);
-    if (handoff != 0) bump(handoffs_, handoff);
+    if (delegated != 0) delegated_ops_.add(delegated);
+    if (async != 0) async_ops_.add(async);
+    if (handoff != 0) handoffs_.add(handoff);
     delegated = 0;
     async = 0;
   };

@@ -214,7 +214,7 @@ void WorkQueue::run_chain(WorkItem* first, WorkItem* after) {
       // per chain: a flush marker later in this chain releases its waiter, and
       // stats() read after flush() must include every run before the marker (the
       // marker's release/acquire hand-off carries this store with it).
-      items_run_.store(items_run_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      items_run_.add();
     }
     item = next;
   }
@@ -238,8 +238,7 @@ void WorkQueue::worker_main() {
       state_.store(kRunning, std::memory_order_relaxed);
       continue;
     }
-    // relaxed: worker-only statistics counter.
-    parks_.store(parks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    parks_.add();  // worker-only statistics counter
     // acquire: not needed for data (the lists carry it); it keeps the re-check of
     // the word cheap and ordered before the next drain.
     while (state_.load(std::memory_order_acquire) == kParked) {
@@ -318,9 +317,9 @@ int64_t WorkQueue::read_worker_cpu_ns() const noexcept {
 WorkQueueStats WorkQueue::stats() const {
   WorkQueueStats s;
   // relaxed: independent monotonic counters, read for reporting only.
-  s.items_run = items_run_.load(std::memory_order_relaxed);
+  s.items_run = items_run_.get();
   s.wakeups = wakeups_.load(std::memory_order_relaxed);
-  s.parks = parks_.load(std::memory_order_relaxed);
+  s.parks = parks_.get();
   s.worker_cpu_ns = read_worker_cpu_ns();
   return s;
 }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/sync/cpu_relax.h"
 #include "uvhost/sync/spin_then_park.h"
 #include "uvhost/sync/work_queue.h"
@@ -68,10 +69,7 @@ class PollWaiter final : public IdleWaiter {
       : wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         device_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         timeout_ms_(timeout_ms) {}
-  ~PollWaiter() override {
-    ::close(wake_fd_);
-    ::close(device_fd_);
-  }
+  ~PollWaiter() override = default;
   PollWaiter(const PollWaiter&) = delete;
   PollWaiter& operator=(const PollWaiter&) = delete;
 
@@ -83,7 +81,7 @@ class PollWaiter final : public IdleWaiter {
   }
 
   // Any thread: makes the device fd readable ("a kick").
-  void signal_device() { ASSERT_EQ(::eventfd_write(device_fd_, 1), 0); }
+  void signal_device() { ASSERT_EQ(::eventfd_write(device_fd_.get(), 1), 0); }
 
   void wait_idle() noexcept override {
     waits_.fetch_add(1, std::memory_order_relaxed);
@@ -91,15 +89,15 @@ class PollWaiter final : public IdleWaiter {
       if (!wq->on_worker_thread()) wait_off_worker_.fetch_add(1, std::memory_order_relaxed);
     }
     in_wait_.store(true, std::memory_order_seq_cst);
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {device_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{wake_fd_.get(), POLLIN, 0}, {device_fd_.get(), POLLIN, 0}};
     const int ready = ::poll(fds, 2, timeout_ms_);
     in_wait_.store(false, std::memory_order_seq_cst);
     if (ready <= 0) return;  // timeout (spurious return) or EINTR
     eventfd_t value = 0;
-    if ((fds[0].revents & POLLIN) != 0 && ::eventfd_read(wake_fd_, &value) == 0) {
+    if ((fds[0].revents & POLLIN) != 0 && ::eventfd_read(wake_fd_.get(), &value) == 0) {
       woken_.fetch_add(1, std::memory_order_relaxed);
     }
-    if ((fds[1].revents & POLLIN) != 0 && ::eventfd_read(device_fd_, &value) == 0) {
+    if ((fds[1].revents & POLLIN) != 0 && ::eventfd_read(device_fd_.get(), &value) == 0) {
       device_events_.fetch_add(value, std::memory_order_relaxed);
       WorkItem* item = on_ready_.load(std::memory_order_acquire);
       WorkQueue* wq = ready_queue_.load(std::memory_order_relaxed);
@@ -114,7 +112,7 @@ class PollWaiter final : public IdleWaiter {
     if (const WorkQueue* wq = queue_.load(std::memory_order_acquire)) {
       if (wq->on_worker_thread()) wake_on_worker_.fetch_add(1, std::memory_order_relaxed);
     }
-    (void)::eventfd_write(wake_fd_, 1);
+    (void)::eventfd_write(wake_fd_.get(), 1);
   }
 
   bool in_wait() const { return in_wait_.load(std::memory_order_seq_cst); }
@@ -127,8 +125,8 @@ class PollWaiter final : public IdleWaiter {
   uint64_t woken() const { return woken_.load(std::memory_order_relaxed); }
 
  private:
-  const int wake_fd_;
-  const int device_fd_;
+  const base::UniqueFd wake_fd_;
+  const base::UniqueFd device_fd_;
   const int timeout_ms_;
   std::atomic<const WorkQueue*> queue_{nullptr};
   std::atomic<WorkQueue*> ready_queue_{nullptr};

@@ -48,11 +48,12 @@
 #include "uvhost/sync/read_mostly.h"
 #include "uvhost/vhost_user/backend_device.h"
 #include "uvhost/vhost_user/connection.h"
-#include "uvhost/vhost_user/inline_datapath.h"
+#include "uvhost/testing/inline_datapath.h"
 
 namespace {
 
 using namespace uvhost::vhost_user;
+using uvhost::base::UniqueFd;
 using uvhost::sync::GuardPolicy;
 
 constexpr size_t kGuestRamBytes = 64 * 1024;

@@ -337,7 +337,7 @@ BackendDevice::Outcome BackendDevice::on_get_vring_base(const VringState& state)
 
 BackendDevice::Outcome BackendDevice::on_set_vring_fd(Request request, const VringFd& vring, Message& message) {
   RingControl& ring = vrings_[vring.index];
-  UniqueFd fd = vring.no_fd ? UniqueFd() : std::move(message.fds.at(0));
+  base::UniqueFd fd = vring.no_fd ? base::UniqueFd() : std::move(message.fds.at(0));
   // Checked before anything changes: a refused fd leaves the ring as it was (a running
   // ring keeps its old kick), and `fd` is closed on the way out.
   if (fd) {
@@ -354,12 +354,12 @@ BackendDevice::Outcome BackendDevice::on_set_vring_fd(Request request, const Vri
       return try_start(vring.index);
     }
     case Request::kSetVringCall: {
-      UniqueFd old = std::exchange(ring.call, std::move(fd));
+      base::UniqueFd old = std::exchange(ring.call, std::move(fd));
       if (ring.started) hooks_.call_fd_changed(vring.index, ring.call.get());
       return {};  // `old` is closed here, after the datapath let go of it
     }
     default: {
-      UniqueFd old = std::exchange(ring.err, std::move(fd));
+      base::UniqueFd old = std::exchange(ring.err, std::move(fd));
       if (ring.started) hooks_.err_fd_changed(vring.index, ring.err.get());
       return {};  // `old` is closed here, after the datapath let go of it
     }

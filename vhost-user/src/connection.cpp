@@ -17,11 +17,11 @@
 
 #include <fmt/format.h>
 
+#include "uvhost/base/errno_text.h"
+
 namespace uvhost::vhost_user {
 
 namespace {
-
-std::string errno_text(const char* what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
 
 bool fill_address(const std::string& path, sockaddr_un& address, std::string& error) {
   std::memset(&address, 0, sizeof(address));
@@ -33,6 +33,15 @@ bool fill_address(const std::string& path, sockaddr_un& address, std::string& er
   }
   std::memcpy(address.sun_path, path.data(), path.size());
   return true;
+}
+
+// A new Unix stream socket (close-on-exec) and `path` as its address; none, with
+// `error` filled in, when the path does not fit or socket() fails.
+base::UniqueFd stream_socket_for(const std::string& path, sockaddr_un& address, std::string& error) {
+  if (!fill_address(path, address, error)) return {};
+  base::UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket) error = base::errno_text("socket");
+  return socket;
 }
 
 const sockaddr* as_sockaddr(const sockaddr_un& address) {
@@ -54,14 +63,14 @@ int poll_one(int fd, short events, std::chrono::milliseconds timeout) {
 std::optional<std::pair<Connection, Connection>> Connection::pair() {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return std::nullopt;
-  return std::pair<Connection, Connection>(Connection(UniqueFd(fds[0])), Connection(UniqueFd(fds[1])));
+  return std::pair<Connection, Connection>(Connection(base::UniqueFd(fds[0])), Connection(base::UniqueFd(fds[1])));
 }
 
 bool Connection::wait_readable(std::chrono::milliseconds timeout) const {
   return poll_one(socket_.get(), POLLIN, timeout) > 0;
 }
 
-long Connection::read_some(std::byte* buffer, size_t len, std::vector<UniqueFd>& fds, bool accept_fds,
+long Connection::read_some(std::byte* buffer, size_t len, std::vector<base::UniqueFd>& fds, bool accept_fds,
                            std::string& error) {
   // Room for exactly kMaxFds descriptors: more is truncated by the kernel (MSG_CTRUNC),
   // which we refuse. alignas: CMSG_* walk this buffer as struct cmsghdr.
@@ -77,7 +86,7 @@ long Connection::read_some(std::byte* buffer, size_t len, std::vector<UniqueFd>&
     got = ::recvmsg(socket_.get(), &header, MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
   if (got < 0) {
-    error = errno_text("recvmsg");
+    error = base::errno_text("recvmsg");
     return -1;
   }
   // Take ownership of every fd that arrived before judging anything, so that each
@@ -117,7 +126,7 @@ long Connection::read_some(std::byte* buffer, size_t len, std::vector<UniqueFd>&
   return static_cast<long>(got);
 }
 
-bool Connection::read_exact(std::byte* buffer, size_t len, std::vector<UniqueFd>& fds, bool first_part,
+bool Connection::read_exact(std::byte* buffer, size_t len, std::vector<base::UniqueFd>& fds, bool first_part,
                             bool& clean_eof, std::string& error) {
   size_t done = 0;
   while (done < len) {
@@ -202,7 +211,7 @@ SendResult Connection::send(std::span<const std::byte> bytes, std::span<const in
     const ssize_t sent = ::sendmsg(socket_.get(), &header, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
-      result.error = errno_text("sendmsg");
+      result.error = base::errno_text("sendmsg");
       return result;
     }
     if (bytes.empty()) break;
@@ -216,29 +225,26 @@ SendResult Connection::send(std::span<const std::byte> bytes, std::span<const in
 
 std::optional<Listener> Listener::bind(const std::string& path, const Options& options, std::string& error) {
   sockaddr_un address;
-  if (!fill_address(path, address, error)) return std::nullopt;
-  UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket) {
-    error = errno_text("socket");
-    return std::nullopt;
-  }
+  base::UniqueFd socket = stream_socket_for(path, address, error);
+  if (!socket) return std::nullopt;
   if (options.replace_stale) {
     struct stat info {};
     // Only ever remove a socket file: a typo in the path must not delete a user's file.
     if (::lstat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode)) (void)::unlink(path.c_str());
   }
   if (::bind(socket.get(), as_sockaddr(address), sizeof(address)) != 0) {
-    error = errno_text(fmt::format("bind {}", path).c_str());
+    const int error_number = errno;  // before formatting, which may change it
+    error = base::errno_text(fmt::format("bind {}", path), error_number);
     return std::nullopt;
   }
   // From here on the path is ours: the Listener unlinks it, also on the error paths.
   Listener listener(std::move(socket), path);
   if (::chmod(path.c_str(), options.mode) != 0) {
-    error = errno_text("chmod");
+    error = base::errno_text("chmod");
     return std::nullopt;
   }
   if (::listen(listener.fd(), options.backlog) != 0) {
-    error = errno_text("listen");
+    error = base::errno_text("listen");
     return std::nullopt;
   }
   return listener;
@@ -270,7 +276,7 @@ void Listener::close_and_unlink() noexcept {
 std::optional<Connection> Listener::accept(std::chrono::milliseconds timeout, std::string& error) {
   const int ready = poll_one(socket_.get(), POLLIN, timeout);
   if (ready <= 0) {
-    error = ready == 0 ? "no frontend connected in time" : errno_text("poll");
+    error = ready == 0 ? "no frontend connected in time" : base::errno_text("poll");
     return std::nullopt;
   }
   int fd;
@@ -278,28 +284,25 @@ std::optional<Connection> Listener::accept(std::chrono::milliseconds timeout, st
     fd = ::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
-    error = errno_text("accept4");
+    error = base::errno_text("accept4");
     return std::nullopt;
   }
-  return Connection(UniqueFd(fd));
+  return Connection(base::UniqueFd(fd));
 }
 
 // ---- client mode ----
 
 std::optional<Connection> connect_unix(const std::string& path, std::string& error) {
   sockaddr_un address;
-  if (!fill_address(path, address, error)) return std::nullopt;
-  UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket) {
-    error = errno_text("socket");
-    return std::nullopt;
-  }
+  base::UniqueFd socket = stream_socket_for(path, address, error);
+  if (!socket) return std::nullopt;
   int rc;
   do {
     rc = ::connect(socket.get(), as_sockaddr(address), sizeof(address));
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
-    error = errno_text(fmt::format("connect {}", path).c_str());
+    const int error_number = errno;  // before formatting, which may change it
+    error = base::errno_text(fmt::format("connect {}", path), error_number);
     return std::nullopt;
   }
   return Connection(std::move(socket));
@@ -352,7 +355,7 @@ bool listed_as_listening(const std::string& path) noexcept {
 
 int probe_unix_socket(const std::string& path) noexcept {
   if (listed_as_listening(path)) return 0;
-  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  base::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!probe.valid()) return errno;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;

@@ -11,7 +11,7 @@
 
 namespace uvhost::vhost_user {
 
-std::unique_ptr<DirtyLog> DirtyLog::map(UniqueFd fd, uint64_t size, uint64_t offset, std::string& error) {
+std::unique_ptr<DirtyLog> DirtyLog::map(base::UniqueFd fd, uint64_t size, uint64_t offset, std::string& error) {
   if (size == 0 || size > kMaxBytes) {
     error = fmt::format("log size {:#x} out of range (1..{:#x})", size, kMaxBytes);
     return nullptr;

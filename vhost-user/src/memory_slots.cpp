@@ -151,7 +151,7 @@ std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::add(MemorySlot slot, std::s
       error = fmt::format("dup of region fd: {}", std::strerror(errno));
       return nullptr;
     }
-    candidate.push_back(MemorySlot{existing.region, UniqueFd(copy), existing.references});
+    candidate.push_back(MemorySlot{existing.region, base::UniqueFd(copy), existing.references});
   }
   slot.references = 1;
   candidate.push_back(std::move(slot));
@@ -187,7 +187,7 @@ std::unique_ptr<virtio::GuestMemoryMap> MemorySlots::remove(const MemoryRegionDe
       error = fmt::format("dup of region fd: {}", std::strerror(errno));
       return nullptr;
     }
-    candidate.push_back(MemorySlot{slots_[i].region, UniqueFd(copy), slots_[i].references});
+    candidate.push_back(MemorySlot{slots_[i].region, base::UniqueFd(copy), slots_[i].references});
   }
   auto map = build(candidate, error);
   if (map) slots_ = std::move(candidate);

@@ -33,25 +33,25 @@ void expect_no_fd_leak(F&& body) {
 
 // Fds of the wrong kind for the hostile tests (each test closes them before it ends).
 struct Pipe {
-  UniqueFd read_end;
-  UniqueFd write_end;
+  base::UniqueFd read_end;
+  base::UniqueFd write_end;
 };
 Pipe make_pipe() {
   int ends[2] = {-1, -1};
   EXPECT_EQ(::pipe2(ends, O_CLOEXEC), 0);
-  return Pipe{UniqueFd(ends[0]), UniqueFd(ends[1])};
+  return Pipe{base::UniqueFd(ends[0]), base::UniqueFd(ends[1])};
 }
-UniqueFd make_memfd(size_t bytes) {
-  UniqueFd fd(::memfd_create("uvhost-test-small", MFD_CLOEXEC));
+base::UniqueFd make_memfd(size_t bytes) {
+  base::UniqueFd fd(::memfd_create("uvhost-test-small", MFD_CLOEXEC));
   EXPECT_TRUE(fd.valid());
   EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(bytes)), 0);
   return fd;
 }
-UniqueFd make_socket() {
+base::UniqueFd make_socket() {
   int ends[2] = {-1, -1};
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
   ::close(ends[1]);
-  return UniqueFd(ends[0]);
+  return base::UniqueFd(ends[0]);
 }
 
 std::vector<std::byte> header_bytes(uint32_t request, uint32_t flags, uint32_t size) {
@@ -108,7 +108,7 @@ TEST(BackendHostileTest, TooManyAndTooFewFdsAreClosed) {
   expect_no_fd_leak([] {
     TestFrontend frontend;
     frontend.negotiate();
-    std::vector<UniqueFd> fds;
+    std::vector<base::UniqueFd> fds;
     std::vector<int> raw_fds;
     for (int i = 0; i < 3; ++i) {
       fds.push_back(make_eventfd());
@@ -129,7 +129,7 @@ TEST(BackendHostileTest, TooManyAndTooFewFdsAreClosed) {
 TEST(BackendHostileTest, MoreFdsThanTheSocketCapIsAnError) {
   expect_no_fd_leak([] {
     TestFrontend frontend;
-    std::vector<UniqueFd> fds;
+    std::vector<base::UniqueFd> fds;
     std::vector<int> raw_fds;
     for (int i = 0; i < 12; ++i) {
       fds.push_back(make_eventfd());
@@ -210,7 +210,7 @@ TEST(BackendHostileTest, BadMemoryRegionsAreRefusedWithoutLeaks) {
     EXPECT_TRUE(refused(table, {ram.fd.get()}));
     table.regions[0] = {0, 0, kFrontendBase, 0};  // empty
     EXPECT_TRUE(refused(table, {ram.fd.get()}));
-    UniqueFd not_memory = make_eventfd();
+    base::UniqueFd not_memory = make_eventfd();
     table.regions[0] = {0, 0x1000, kFrontendBase, 0};
     EXPECT_TRUE(refused(table, {not_memory.get()}));
     EXPECT_EQ(frontend.device().memory_slot_count(), 0u);
@@ -246,7 +246,7 @@ TEST(BackendHostileTest, RingsOutsideMemoryAreRefused) {
     frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()});
     frontend.send_acked(Request::kSetVringNum, Payload{VringState{1, 256}});
     frontend.send_acked(Request::kSetVringAddr, Payload{VringAddress{1, 0, 0x1000, 0x2000, 0x3000, 0}});
-    UniqueFd kick = make_eventfd();
+    base::UniqueFd kick = make_eventfd();
     EXPECT_EQ(frontend.send_acked(Request::kSetVringKick, Payload{VringFd{1, false}}, {kick.get()}),
               std::optional<uint64_t>(1));
     EXPECT_FALSE(frontend.device().vring(1).started);
@@ -273,8 +273,8 @@ TEST(BackendHostileTest, VringFdsMustBeEventfds) {
               std::optional<uint64_t>(0));
 
     Pipe pipe = make_pipe();
-    UniqueFd memfd = make_memfd(4096);
-    UniqueFd socket = make_socket();
+    base::UniqueFd memfd = make_memfd(4096);
+    base::UniqueFd socket = make_socket();
     const std::array<int, 4> wrong = {pipe.read_end.get(), pipe.write_end.get(), memfd.get(), socket.get()};
     for (const Request request : {Request::kSetVringKick, Request::kSetVringCall, Request::kSetVringErr}) {
       for (const int fd : wrong) {
@@ -290,7 +290,7 @@ TEST(BackendHostileTest, VringFdsMustBeEventfds) {
     EXPECT_FALSE(frontend.device().vring(1).err.valid());
 
     // Eventfds are taken; a running ring offered a bad kick keeps running on its old one.
-    UniqueFd err = make_eventfd();
+    base::UniqueFd err = make_eventfd();
     EXPECT_EQ(frontend.send_acked(Request::kSetVringCall, Payload{VringFd{1, false}}, {tx.call.get()}),
               std::optional<uint64_t>(0));
     EXPECT_EQ(frontend.send_acked(Request::kSetVringErr, Payload{VringFd{1, false}}, {err.get()}),
@@ -318,10 +318,10 @@ TEST(BackendHostileTest, MemoryRegionFdMustBeAFileCoveringTheRegion) {
   expect_no_fd_leak([] {
     TestFrontend frontend;
     frontend.negotiate();
-    UniqueFd small = make_memfd(0x1000);
+    base::UniqueFd small = make_memfd(0x1000);
     Pipe pipe = make_pipe();
-    UniqueFd socket = make_socket();
-    UniqueFd eventfd = make_eventfd();
+    base::UniqueFd socket = make_socket();
+    base::UniqueFd eventfd = make_eventfd();
     const MemoryRegionDesc region{0, 0x10000, kFrontendBase, 0};
     MemoryTable table;
     table.count = 1;
@@ -336,7 +336,7 @@ TEST(BackendHostileTest, MemoryRegionFdMustBeAFileCoveringTheRegion) {
     EXPECT_EQ(frontend.device().memory_slot_count(), 0u);
 
     // The offset counts: offset + size must fit, and exactly fitting is fine.
-    UniqueFd exact = make_memfd(0x11000);
+    base::UniqueFd exact = make_memfd(0x11000);
     table.regions[0] = {0, 0x10000, kFrontendBase, 0x1001};
     EXPECT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{table}, {exact.get()}), std::optional<uint64_t>(1));
     table.regions[0] = {0, 0x10000, kFrontendBase, 0x1000};

@@ -22,7 +22,7 @@
 #include "uvhost/vhost_user/features.h"
 #include "uvhost/vhost_user/message.h"
 #include "uvhost/testing/fds.h"
-#include "uvhost/vhost_user/inline_datapath.h"
+#include "uvhost/testing/inline_datapath.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
 namespace uvhost::vhost_user::testing {
@@ -32,7 +32,7 @@ using uvhost::testing::count_open_fds;
 
 // Guest RAM as QEMU shares it: a memfd, mapped here too (the "guest" side).
 struct GuestRam {
-  UniqueFd fd;
+  base::UniqueFd fd;
   std::byte* host = nullptr;
   size_t size = 0;
 
@@ -50,7 +50,7 @@ struct GuestRam {
   GuestRam& operator=(const GuestRam&) = delete;
 };
 
-inline UniqueFd make_eventfd() { return UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)); }
+inline base::UniqueFd make_eventfd() { return base::UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)); }
 
 // The frontend end of one connection plus the device and a sink datapath at the other.
 class TestFrontend {
@@ -139,8 +139,8 @@ inline constexpr uint64_t kBuffersGpa = 0x20000;
 // A transmit queue of the "guest": DriverQueue on the shared memfd, and its setup
 // messages (num, base, addr, kick, call, enable) sent to the device.
 struct GuestTxQueue {
-  UniqueFd kick = make_eventfd();
-  UniqueFd call = make_eventfd();
+  base::UniqueFd kick = make_eventfd();
+  base::UniqueFd call = make_eventfd();
   std::unique_ptr<virtio::DriverQueue> driver;
 
   GuestTxQueue(GuestRam& ram, uint64_t ring_gpa, uint16_t size) {

@@ -32,8 +32,8 @@ TEST(ConnectionTest, MessageWithFdsRoundTrips) {
   {
     auto pair = Connection::pair();
     ASSERT_TRUE(pair);
-    UniqueFd a = make_eventfd();
-    UniqueFd b = make_eventfd();
+    base::UniqueFd a = make_eventfd();
+    base::UniqueFd b = make_eventfd();
     const int fds[] = {a.get(), b.get()};
     const auto bytes = encode(Request::kSetVringKick, 0, Payload{VringFd{1, false}});
     ASSERT_TRUE(pair->first.send(bytes, fds).ok);
@@ -114,7 +114,7 @@ TEST(ConnectionTest, AnAdoptedListenerAcceptsAndNeverUnlinks) {
   const int fd = ::dup(bound->fd());  // the "launcher's" socket: same file, other fd
   ASSERT_GE(fd, 0);
   {
-    Listener adopted = Listener::adopt(UniqueFd(fd), path);
+    Listener adopted = Listener::adopt(base::UniqueFd(fd), path);
     EXPECT_FALSE(adopted.owns_path());
     Listener moved = std::move(adopted);
     auto client = connect_unix(path, error);
@@ -133,7 +133,7 @@ TEST(ConnectionTest, ReplaceStaleRemovesOnlySockets) {
   const std::string path = socket_path("stale");
   // A socket file left behind by a crashed process: bound, never unlinked.
   {
-    UniqueFd raw(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    base::UniqueFd raw(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     std::memcpy(address.sun_path, path.c_str(), path.size() + 1);

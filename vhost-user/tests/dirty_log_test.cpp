@@ -14,7 +14,7 @@ namespace {
 using testing::GuestRam;
 
 std::unique_ptr<DirtyLog> map_log(GuestRam& ram, uint64_t size, uint64_t offset, std::string& error) {
-  return DirtyLog::map(UniqueFd(::fcntl(ram.fd.get(), F_DUPFD_CLOEXEC, 0)), size, offset, error);
+  return DirtyLog::map(base::UniqueFd(::fcntl(ram.fd.get(), F_DUPFD_CLOEXEC, 0)), size, offset, error);
 }
 
 bool bit(const GuestRam& ram, uint64_t offset, uint64_t page) {

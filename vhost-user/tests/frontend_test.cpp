@@ -27,7 +27,7 @@
 #include "uvhost/testing/frames.h"
 #include "uvhost/vhost_user/backend_device.h"
 #include "uvhost/vhost_user/frontend.h"
-#include "uvhost/vhost_user/inline_datapath.h"
+#include "uvhost/testing/inline_datapath.h"
 #include "uvhost/virtio/ring_layout.h"
 
 namespace uvhost::vhost_user {
@@ -176,7 +176,7 @@ class BackendLoop {
 
   InlineDatapath datapath_;
   BackendDevice device_;
-  UniqueFd wake_;
+  base::UniqueFd wake_;
   std::mutex mutex_;
   std::condition_variable done_;
   const std::function<void()>* task_ = nullptr;
@@ -806,7 +806,7 @@ class ScriptedBackend {
   const std::vector<VringAddress>& addresses() const { return addresses_; }
   // Signals every call eventfd received so far (a call with nothing behind it).
   void signal_calls() {
-    for (const UniqueFd& fd : call_fds_) (void)::eventfd_write(fd.get(), 1);
+    for (const base::UniqueFd& fd : call_fds_) (void)::eventfd_write(fd.get(), 1);
   }
 
   // After join().
@@ -875,7 +875,7 @@ class ScriptedBackend {
   MemoryRegionDesc region_;
   std::byte* memory_ = nullptr;
   std::vector<VringAddress> addresses_;
-  std::vector<UniqueFd> call_fds_;
+  std::vector<base::UniqueFd> call_fds_;
   std::vector<Seen> seen_;
   bool saw_close_ = false;
   std::string error_;
@@ -1002,7 +1002,7 @@ TEST(FrontendScriptedTest, ShortReplyFailsTheStart) {
 TEST(FrontendScriptedTest, ReplyCarryingAnFdFailsTheStartWithoutLeakingIt) {
   const int fds_before = count_open_fds();
   {
-    UniqueFd stray = make_eventfd();
+    base::UniqueFd stray = make_eventfd();
     const int stray_fd = stray.get();
     std::unique_ptr<ScriptedBackend> backend;
     ScriptedRun run = start_against(

@@ -15,7 +15,7 @@
 
 #include "backend_test_support.h"
 #include "uvhost/vhost_user/dirty_log.h"
-#include "uvhost/vhost_user/inline_datapath.h"
+#include "uvhost/testing/inline_datapath.h"
 #include "uvhost/virtio/net_header.h"
 
 namespace uvhost::vhost_user {
@@ -101,8 +101,8 @@ bool consume(int fd) {
 
 // One vring as the guest drives it: a DriverQueue on guest RAM, its kick and call fds.
 struct GuestQueue {
-  UniqueFd kick = make_eventfd();
-  UniqueFd call = make_eventfd();
+  base::UniqueFd kick = make_eventfd();
+  base::UniqueFd call = make_eventfd();
   std::unique_ptr<virtio::DriverQueue> driver;
 
   GuestQueue(GuestRam& ram, uint64_t ring_gpa, uint16_t size, bool event_idx) {

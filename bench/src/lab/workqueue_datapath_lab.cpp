@@ -21,7 +21,7 @@
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/datapath/worker.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::bench::lab {
 
@@ -72,7 +72,7 @@ void bump(std::atomic<uint64_t>& counter, uint64_t by) noexcept {
 // One virtqueue of the lab: a kick eventfd (eventfd path) or a pending count (inject
 // path), the handler, and what the worker consumed.
 struct LabQueue {
-  vhost_user::UniqueFd kick;
+  base::UniqueFd kick;
   // Inject path: kicks signalled and not yet consumed (a frame ring's fill level).
   alignas(64) std::atomic<uint64_t> pending{0};
   // Written by the worker only.
@@ -206,7 +206,7 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
     if (path == KickPath::kEventfd) {
       const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       if (fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-      q->kick = vhost_user::UniqueFd(fd);
+      q->kick = base::UniqueFd(fd);
       // The handler: the queue's fixed work (the kick was drained by on_ready).
       q->handler = std::make_unique<sync::WorkItem>([raw, burn_iterations] {
         raw->sink = burn(burn_iterations);

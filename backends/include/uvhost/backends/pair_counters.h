@@ -19,11 +19,11 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "uvhost/base/single_writer_counter.h"
 #include "uvhost/sync/misuse.h"
 
 namespace uvhost::backends {
@@ -37,14 +37,10 @@ class PairCounters {
 
   void add(uint32_t pair, size_t which, uint64_t n = 1) noexcept {
     UVHOST_MISUSE_CHECK(pair < pairs_ && which < N, "pair-counters: pair or counter out of range");
-    std::atomic<uint64_t>& counter = blocks_[pair].values[which];
-    // relaxed load + store: one writer per pair (contract), readers need no ordering.
-    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    blocks_[pair].values[which].add(n);  // one writer per pair (contract)
   }
 
-  uint64_t at(uint32_t pair, size_t which) const noexcept {
-    return blocks_[pair].values[which].load(std::memory_order_relaxed);  // relaxed: a statistic
-  }
+  uint64_t at(uint32_t pair, size_t which) const noexcept { return blocks_[pair].values[which].get(); }
 
   uint64_t total(size_t which) const noexcept {
     uint64_t sum = 0;
@@ -54,7 +50,7 @@ class PairCounters {
 
  private:
   struct alignas(64) Block {
-    std::array<std::atomic<uint64_t>, N> values{};
+    std::array<base::SingleWriterCounter, N> values{};
   };
 
   uint32_t pairs_;

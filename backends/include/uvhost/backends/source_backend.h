@@ -4,9 +4,9 @@
 //
 // Contract
 // --------
-//  - SourceBackend(options): options as SourceOptions below; validate() says what is
-//    wrong, and the constructor throws std::invalid_argument with that text (and
-//    std::system_error if a timerfd cannot be created).
+//  - SourceBackend::open(options, error): options as SourceOptions below. nullptr with
+//    `error` filled in when they are invalid (validate()'s text) or a timerfd cannot
+//    be created (docs/ARCHITECTURE.md, "Errors").
 //  - pull_frame(pair, view): when pair `pair`'s token bucket has a token, shows the
 //    next frame of stream `pair` (header all zero) and returns true. The frame lives
 //    in the pair's own buffer, stamped in place (SourceFrameTemplate::stamp: only the
@@ -38,6 +38,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/backends/source_frame.h"
 #include "uvhost/backends/switch_mac_table.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::backends {
 
@@ -70,7 +72,9 @@ class SourceBackend final : public PortBackend {
   // Empty when `options` are valid, else what is wrong.
   static std::string validate(const SourceOptions& options);
 
-  explicit SourceBackend(const SourceOptions& options);
+  // nullptr with `error` filled in on failure (see the contract above).
+  static std::unique_ptr<SourceBackend> open(const SourceOptions& options, std::string& error);
+
   ~SourceBackend() override;
   SourceBackend(const SourceBackend&) = delete;
   SourceBackend& operator=(const SourceBackend&) = delete;
@@ -104,8 +108,11 @@ class SourceBackend final : public PortBackend {
     int64_t last_ns = 0;     // CLOCK_MONOTONIC of the last refill
     int64_t due_ns = 0;      // when the armed timer fires
     bool armed = false;      // timer armed by a throttled pull_frame(), not yet cleared
-    int timer_fd = -1;
+    base::UniqueFd timer_fd;
   };
+
+  explicit SourceBackend(const SourceOptions& options);  // options valid
+  bool open_timers(std::string& error);
 
   bool take_token(PairState& state, int64_t now_ns) noexcept;
 

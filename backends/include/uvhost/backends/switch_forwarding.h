@@ -46,13 +46,13 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
 
 #include "uvhost/backends/switch_mac_table.h"
+#include "uvhost/base/single_writer_counter.h"
 
 namespace uvhost::backends {
 
@@ -94,18 +94,14 @@ struct ForwardingStats {
 // Per-thread counters of forward(): single writer (see the contract), any reader.
 class ForwardingCounters {
  public:
-  void count(ForwardReason reason) noexcept { bump(by_reason_[static_cast<size_t>(reason)]); }
-  void count(LearnResult result) noexcept { bump(by_learn_[static_cast<size_t>(result)]); }
+  void count(ForwardReason reason) noexcept { by_reason_[static_cast<size_t>(reason)].add(); }
+  void count(LearnResult result) noexcept { by_learn_[static_cast<size_t>(result)].add(); }
   ForwardingStats snapshot() const noexcept;
 
  private:
-  static void bump(std::atomic<uint64_t>& counter) noexcept {
-    // relaxed load + store: one writer thread, so no increment is lost; readers on
-    // other threads see some recent value (statistics need no ordering).
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
-  std::array<std::atomic<uint64_t>, kForwardReasonCount> by_reason_{};
-  std::array<std::atomic<uint64_t>, kLearnResultCount> by_learn_{};
+  // One writer thread (see SingleWriterCounter); readers on other threads.
+  std::array<base::SingleWriterCounter, kForwardReasonCount> by_reason_{};
+  std::array<base::SingleWriterCounter, kLearnResultCount> by_learn_{};
 };
 
 class LearningSwitch {

@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "uvhost/backends/net_features.h"
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/io_vector.h"
 #include "uvhost/virtio/net_header.h"
 
@@ -180,7 +181,7 @@ class TapDevice {
 
   const std::string& name() const noexcept { return name_; }
   unsigned ifindex() const noexcept { return ifindex_; }
-  int fd() const noexcept { return fd_; }
+  int fd() const noexcept { return fd_.get(); }
   bool created() const noexcept { return created_; }        // false: attached to an existing tap
   bool persistent() const noexcept { return persistent_; }  // as of open()
   bool vnet_hdr() const noexcept { return vnet_hdr_size_ != 0; }
@@ -209,12 +210,13 @@ class TapDevice {
   ReadResult read_frame(std::span<const virtio::IoPiece> buffer) noexcept;
 
  private:
-  TapDevice(int fd, std::string name, unsigned ifindex, bool created, bool persistent, size_t vnet_hdr_size);
+  TapDevice(base::UniqueFd fd, std::string name, unsigned ifindex, bool created, bool persistent,
+            size_t vnet_hdr_size);
 
   WriteResult write_iov(const iovec* iov, size_t count) noexcept;
   ReadResult read_iov(size_t count) noexcept;  // read_iov_[0, count) filled, spare byte appended here
 
-  int fd_;
+  base::UniqueFd fd_;
   std::string name_;
   unsigned ifindex_;
   bool created_;

@@ -66,6 +66,12 @@ class BackendProcess {
 std::vector<std::string> uvhost_argv(const Config& config, const Point& point, const RunOptions& options,
                                      const std::string& socket, const std::string& control);
 
+// `uvhost --log-level warn serve --port <port>[,<port keys>] --control <control>
+// <serve_args>`: the binary is options.uvhost_binary, or this very one. The common
+// part of every bench's uvhost command line.
+std::vector<std::string> uvhost_serve_argv(const Config& config, const RunOptions& options, std::string port,
+                                           const std::string& control);
+
 // dpdk-testpmd with the vhost PMD listening on `socket`: --no-huge -m 512 --no-pci, two
 // lcores on `cpu` (or on every CPU when cpu < 0), --file-prefix <prefix>, a 16384-mbuf
 // pool, and the forward mode of the workload (rxonly; txonly with --txpkts split into

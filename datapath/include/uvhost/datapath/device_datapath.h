@@ -76,6 +76,7 @@
 #include <vector>
 
 #include "uvhost/backends/port_backend.h"
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/datapath/poll_mode.h"
 #include "uvhost/datapath/queue_stats.h"
 #include "uvhost/datapath/tx_delivery.h"
@@ -125,7 +126,7 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   // Readable (an eventfd, level) once the device failed as a whole (its guest memory was
   // cut short) and its connection must end. take_failure(): the reason, and the failure
   // cleared (control thread, between connections).
-  int failure_fd() const noexcept { return failure_fd_; }
+  int failure_fd() const noexcept { return failure_fd_.get(); }
   std::optional<std::string> take_failure() UVHOST_EXCLUDES(failure_mutex_);
   uint64_t rarp_requests() const noexcept { return rarp_requests_.load(std::memory_order_relaxed); }
   // RARP announcements the backend took (one per request it did not refuse).
@@ -202,7 +203,7 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   std::atomic<uint64_t> rarp_requests_{0};
   std::atomic<uint64_t> rarp_sent_{0};
 
-  int failure_fd_ = -1;  // eventfd, owned
+  base::UniqueFd failure_fd_;  // eventfd
   sync::Mutex failure_mutex_;
   std::optional<std::string> failure_ UVHOST_GUARDED_BY(failure_mutex_);
 };

@@ -12,35 +12,24 @@
 #include <cstdint>
 #include <string>
 
+#include "uvhost/base/single_writer_counter.h"
 #include "uvhost/datapath/poll_mode.h"
 
 namespace uvhost::datapath {
 
-class SingleWriterCounter {
- public:
-  void add(uint64_t n = 1) noexcept {
-    // relaxed: single writer; readers want a value, not an ordering.
-    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
-  uint64_t get() const noexcept { return value_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<uint64_t> value_{0};
-};
-
 struct QueueCounters {
-  SingleWriterCounter packets;           // TX: taken from the guest; RX: delivered to it
-  SingleWriterCounter bytes;             // frame bytes, virtio-net header excluded
-  SingleWriterCounter dropped;           // TX: refused by the backend or unusable; RX: could not be delivered
-  SingleWriterCounter kicks;             // guest kicks read from the kick eventfd
-  SingleWriterCounter calls;             // call eventfd writes
-  SingleWriterCounter calls_suppressed;  // used entries published without a call (EVENT_IDX / flags)
-  SingleWriterCounter polls;             // busy polls started (and `always` passes)
-  SingleWriterCounter poll_ns;           // time spent in them
-  std::array<SingleWriterCounter, kPollExitCount> exits;  // how each ended (PollExit)
-  SingleWriterCounter weight_yields;     // turns ended by the packet/byte weight with work left
-  SingleWriterCounter handler_runs;      // handler invocations
-  SingleWriterCounter rx_waits;          // RX: waits for the guest to post buffers
+  base::SingleWriterCounter packets;           // TX: taken from the guest; RX: delivered to it
+  base::SingleWriterCounter bytes;             // frame bytes, virtio-net header excluded
+  base::SingleWriterCounter dropped;           // TX: refused by the backend or unusable; RX: could not be delivered
+  base::SingleWriterCounter kicks;             // guest kicks read from the kick eventfd
+  base::SingleWriterCounter calls;             // call eventfd writes
+  base::SingleWriterCounter calls_suppressed;  // used entries published without a call (EVENT_IDX / flags)
+  base::SingleWriterCounter polls;             // busy polls started (and `always` passes)
+  base::SingleWriterCounter poll_ns;           // time spent in them
+  std::array<base::SingleWriterCounter, kPollExitCount> exits;  // how each ended (PollExit)
+  base::SingleWriterCounter weight_yields;     // turns ended by the packet/byte weight with work left
+  base::SingleWriterCounter handler_runs;      // handler invocations
+  base::SingleWriterCounter rx_waits;          // RX: waits for the guest to post buffers
   std::atomic<uint64_t> inject_dropped{0};  // RX: frames refused at inject (ring full, queue stopped)
   // RX: the part of inject_dropped refused because the queue was not running (not
   // started, disabled or broken: e.g. no guest driver yet), not because it was full.

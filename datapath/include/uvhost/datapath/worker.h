@@ -42,8 +42,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "uvhost/base/single_writer_counter.h"
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/sync/work_queue.h"
-#include "uvhost/vhost_user/unique_fd.h"
 
 namespace uvhost::datapath {
 
@@ -97,20 +98,16 @@ class Worker final : private sync::IdleWaiter {
   void wait_idle() noexcept override;
   void wake() noexcept override;
   void dispatch(int timeout_ms) noexcept;
-  static void bump(std::atomic<uint64_t>& counter) noexcept {
-    // relaxed: single writer (the worker); readers only report.
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
 
   std::string name_;
-  vhost_user::UniqueFd epoll_;
-  vhost_user::UniqueFd wake_fd_;
+  base::UniqueFd epoll_;
+  base::UniqueFd wake_fd_;
   std::unordered_map<int, std::unique_ptr<Watch>> watches_;  // worker thread only
   std::vector<const sync::WorkItem*> datapath_items_;         // worker thread only
   std::chrono::steady_clock::time_point last_event_poll_{};
-  std::atomic<uint64_t> epoll_waits_{0};
-  std::atomic<uint64_t> event_polls_{0};
-  std::atomic<uint64_t> fd_events_{0};
+  base::SingleWriterCounter epoll_waits_;  // written by the worker only
+  base::SingleWriterCounter event_polls_;
+  base::SingleWriterCounter fd_events_;
   sync::WorkQueue queue_;  // last: its thread starts in the constructor and uses the above
 };
 

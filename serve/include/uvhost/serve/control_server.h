@@ -94,7 +94,7 @@
 #include <nlohmann/json.hpp>
 
 #include "uvhost/vhost_user/connection.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 
@@ -120,11 +120,11 @@ class ControlServer {
   const std::string& path() const noexcept { return listener_.path(); }
 
  private:
-  ControlServer(vhost_user::Listener listener, vhost_user::UniqueFd stop_fd, Handler handler);
+  ControlServer(vhost_user::Listener listener, base::UniqueFd stop_fd, Handler handler);
   void run();
 
   vhost_user::Listener listener_;
-  vhost_user::UniqueFd stop_fd_;
+  base::UniqueFd stop_fd_;
   Handler handler_;
   std::mutex stop_mutex_;  // two threads calling stop() at once: one joins, one waits
   std::thread thread_;

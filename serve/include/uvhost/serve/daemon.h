@@ -56,7 +56,7 @@
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/serve/reload_plan.h"
 #include "uvhost/sync/thread_annotations.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 
@@ -124,7 +124,7 @@ class Daemon {
   // destroyed in reverse order).
   std::unique_ptr<datapath::WorkerPool> workers_ UVHOST_GUARDED_BY(mutex_);
   std::unique_ptr<backends::SwitchHub> switch_hub_ UVHOST_GUARDED_BY(mutex_);
-  vhost_user::UniqueFd stop_fd_;
+  base::UniqueFd stop_fd_;
   std::vector<RunningPort> ports_ UVHOST_GUARDED_BY(mutex_);
   std::unique_ptr<ControlServer> control_server_;  // first to go: it calls control()
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // as early: it calls control()

@@ -46,7 +46,7 @@
 #include <string_view>
 #include <thread>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 
@@ -82,11 +82,11 @@ class MetricsHttpServer {
   uint16_t port() const noexcept { return port_; }
 
  private:
-  MetricsHttpServer(vhost_user::UniqueFd listener, vhost_user::UniqueFd stop_fd, Render render,
+  MetricsHttpServer(base::UniqueFd listener, base::UniqueFd stop_fd, Render render,
                     std::chrono::milliseconds client_timeout);
 
-  vhost_user::UniqueFd listener_;
-  vhost_user::UniqueFd stop_fd_;
+  base::UniqueFd listener_;
+  base::UniqueFd stop_fd_;
   Render render_;
   std::chrono::milliseconds client_timeout_;
   std::string bound_;

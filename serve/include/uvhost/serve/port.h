@@ -70,7 +70,7 @@
 #include "uvhost/datapath/worker_pool.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/vhost_user/connection.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::serve {
 
@@ -145,10 +145,10 @@ class Port {
   int stats_tick();
 
   PortSpec spec_;
-  vhost_user::UniqueFd own_stop_;  // eventfd: request_stop(), this port only
+  base::UniqueFd own_stop_;  // eventfd: request_stop(), this port only
   // An epoll fd over the daemon's stop fd and own_stop_: readable once either is, so
   // the port's loops watch one fd for both ways of stopping.
-  vhost_user::UniqueFd stop_watch_;
+  base::UniqueFd stop_watch_;
   int stop_fd_;  // stop_watch_
   PortEnvironment environment_;
   std::chrono::milliseconds stats_interval_;

@@ -105,6 +105,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "uvhost/base/single_writer_counter.h"
 #include "uvhost/sync/delegation_completion.h"
 #include "uvhost/sync/misuse.h"
 
@@ -187,22 +188,16 @@ class DelegationLock {
   static void hand_off(Node* next) noexcept;
   static Node* await_link(Node* node) noexcept;
 
-  // Combiner-only counter update: sessions are totally ordered by the lock, so a
-  // relaxed load + store cannot lose an increment; relaxed because readers of stats()
-  // only want a recent value, not ordering.
-  static void bump(std::atomic<uint64_t>& counter, uint64_t n) noexcept {
-    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-  }
-
   // The only word every caller writes; alone on its cache line.
   alignas(64) std::atomic<Node*> tail_{nullptr};
   // Read-only after construction; read by waiters (spin budget) and the combiner.
   alignas(64) const DelegationLockOptions options_;
-  // Written by the combiner only (plus parks_, see above).
-  alignas(64) std::atomic<uint64_t> own_ops_{0};
-  std::atomic<uint64_t> delegated_ops_{0};
-  std::atomic<uint64_t> async_ops_{0};
-  std::atomic<uint64_t> handoffs_{0};
+  // Written by the combiner only (plus parks_, see above): sessions are totally ordered
+  // by the lock, so their writes never overlap (SingleWriterCounter's condition).
+  alignas(64) base::SingleWriterCounter own_ops_;
+  base::SingleWriterCounter delegated_ops_;
+  base::SingleWriterCounter async_ops_;
+  base::SingleWriterCounter handoffs_;
   std::atomic<uint64_t> parks_{0};
 };
 
@@ -233,7 +228,7 @@ inline DelegationLock::Session::Session(DelegationLock& lock, Node* own) noexcep
   frame_.prev = detail::combine_frames();
   detail::combine_frames() = &frame_;
 #endif
-  bump(lock_.own_ops_, 1);  // we hold the lock: see bump()
+  lock_.own_ops_.add();  // we hold the lock: see the counters' comment
 }
 
 inline DelegationLock::Session::~Session() {
@@ -281,7 +276,7 @@ Completion<std::invoke_result_t<std::decay_t<F>&>> DelegationLock::submit(F&& fn
                                     std::memory_order_relaxed)) {
     {
       Session session(*this, &stack_node);
-      bump(async_ops_, 1);
+      async_ops_.add();
       result.inline_.capture(fn);
     }
     result.inline_ready_ = true;
@@ -299,7 +294,7 @@ Completion<std::invoke_result_t<std::decay_t<F>&>> DelegationLock::submit(F&& fn
   }
   // The lock became free between the CAS and the exchange: we are the combiner.
   Session session(*this, request);
-  bump(async_ops_, 1);
+  async_ops_.add();
   request->invoke(request);
   return result;  // the Session marks the node kDone before the caller sees it
 }

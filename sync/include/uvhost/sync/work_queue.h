@@ -90,6 +90,7 @@
 #include <string_view>
 #include <thread>
 
+#include "uvhost/base/single_writer_counter.h"
 #include "uvhost/sync/work_list_spinlock.h"
 
 namespace uvhost::sync {
@@ -233,8 +234,8 @@ class WorkQueue {
   std::atomic<bool> stop_requested_{false};
 
   // Statistics. Worker-owned counters are written by the worker only.
-  alignas(64) std::atomic<uint64_t> items_run_{0};
-  std::atomic<uint64_t> parks_{0};
+  alignas(64) base::SingleWriterCounter items_run_;
+  base::SingleWriterCounter parks_;
   std::atomic<int64_t> final_worker_cpu_ns_{0};
   alignas(64) std::atomic<uint64_t> wakeups_{0};
 

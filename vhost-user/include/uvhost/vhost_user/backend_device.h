@@ -74,9 +74,9 @@ struct RingControl {
   uint32_t size = 0;  // SET_VRING_NUM; 0 = not set
   std::optional<VringAddress> address;
   uint16_t base = 0;  // SET_VRING_BASE, or what the last stop returned
-  UniqueFd kick;
-  UniqueFd call;
-  UniqueFd err;
+  base::UniqueFd kick;
+  base::UniqueFd call;
+  base::UniqueFd err;
   bool kick_set = false;  // SET_VRING_KICK seen (with an fd or NOFD)
   bool started = false;
   bool enabled = false;
@@ -172,7 +172,7 @@ class BackendDevice {
   MemorySlots slots_;
   std::unique_ptr<virtio::GuardedGuestMemory> memory_;
   std::unique_ptr<DirtyLog> log_;
-  UniqueFd log_eventfd_;
+  base::UniqueFd log_eventfd_;
   std::vector<RingControl> vrings_;
 };
 

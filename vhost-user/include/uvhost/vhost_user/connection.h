@@ -38,7 +38,7 @@
 #include <string>
 
 #include "uvhost/vhost_user/message.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::vhost_user {
 
@@ -60,7 +60,7 @@ class Connection {
   // How long the rest of a message may take once its first byte arrived.
   static constexpr std::chrono::milliseconds kDefaultContinuationTimeout{1000};
 
-  explicit Connection(UniqueFd socket) noexcept : socket_(std::move(socket)) {}
+  explicit Connection(base::UniqueFd socket) noexcept : socket_(std::move(socket)) {}
 
   // A connected AF_UNIX stream pair (tests, embedded frontends).
   static std::optional<std::pair<Connection, Connection>> pair();
@@ -83,11 +83,11 @@ class Connection {
  private:
   // recvmsg into [buffer, buffer + len), collecting fds into `fds` when allowed.
   // Returns bytes read (0 = EOF), or -1 with `error` set.
-  long read_some(std::byte* buffer, size_t len, std::vector<UniqueFd>& fds, bool accept_fds, std::string& error);
-  bool read_exact(std::byte* buffer, size_t len, std::vector<UniqueFd>& fds, bool first_part, bool& clean_eof,
+  long read_some(std::byte* buffer, size_t len, std::vector<base::UniqueFd>& fds, bool accept_fds, std::string& error);
+  bool read_exact(std::byte* buffer, size_t len, std::vector<base::UniqueFd>& fds, bool first_part, bool& clean_eof,
                   std::string& error);
 
-  UniqueFd socket_;
+  base::UniqueFd socket_;
   std::chrono::milliseconds continuation_timeout_ = kDefaultContinuationTimeout;
 };
 
@@ -107,7 +107,7 @@ class Listener {
 
   // Takes over `socket`, which must already listen (socket_inspection.h checks that).
   // `path` names it in logs (its bound path, or empty); it is never unlinked.
-  static Listener adopt(UniqueFd socket, std::string path) noexcept {
+  static Listener adopt(base::UniqueFd socket, std::string path) noexcept {
     Listener listener(std::move(socket), std::move(path));
     listener.owns_path_ = false;
     return listener;
@@ -127,10 +127,10 @@ class Listener {
   bool owns_path() const noexcept { return owns_path_; }
 
  private:
-  Listener(UniqueFd socket, std::string path) noexcept : socket_(std::move(socket)), path_(std::move(path)) {}
+  Listener(base::UniqueFd socket, std::string path) noexcept : socket_(std::move(socket)), path_(std::move(path)) {}
   void close_and_unlink() noexcept;
 
-  UniqueFd socket_;
+  base::UniqueFd socket_;
   std::string path_;
   bool owns_path_ = true;  // bound by us: unlinked on close
 };

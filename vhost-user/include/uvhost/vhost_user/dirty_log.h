@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/io_vector.h"
 
@@ -39,7 +39,7 @@ class DirtyLog {
 
   // Maps [offset, offset + size) of `fd` (which must be a regular file at least that
   // large: memfd or hugetlbfs, so no SIGBUS on access). nullptr with `error` set if not.
-  static std::unique_ptr<DirtyLog> map(UniqueFd fd, uint64_t size, uint64_t offset, std::string& error);
+  static std::unique_ptr<DirtyLog> map(base::UniqueFd fd, uint64_t size, uint64_t offset, std::string& error);
 
   ~DirtyLog();
   DirtyLog(const DirtyLog&) = delete;
@@ -58,7 +58,7 @@ class DirtyLog {
   uint64_t size_ = 0;
   void* mapping_ = nullptr;
   size_t mapping_len_ = 0;
-  UniqueFd fd_;
+  base::UniqueFd fd_;
   std::atomic<uint64_t> out_of_range_{0};
 };
 

@@ -213,12 +213,12 @@ class Frontend {
   bool mrg_rxbuf_ = false;
 
   // Guest memory: one shared memfd mapping.
-  UniqueFd memfd_;
+  base::UniqueFd memfd_;
   std::byte* memory_ = nullptr;
   size_t memory_bytes_ = 0;
 
   // The dirty-page log handed to the backend (start_dirty_log).
-  UniqueFd log_fd_;
+  base::UniqueFd log_fd_;
   uint8_t* log_ = nullptr;
   size_t log_bytes_ = 0;
 

@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/net_header.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
@@ -32,9 +32,9 @@ struct FrontendVring {
 
   uint32_t index = 0;  // vring number on the wire
   std::unique_ptr<virtio::DriverQueue> queue;
-  UniqueFd kick;
-  UniqueFd call;
-  UniqueFd err;  // FrontendOptions::err_fds
+  base::UniqueFd kick;
+  base::UniqueFd call;
+  base::UniqueFd err;  // FrontendOptions::err_fds
   std::byte* ring_host = nullptr;
   size_t ring_bytes = 0;
   std::byte* buffers_host = nullptr;

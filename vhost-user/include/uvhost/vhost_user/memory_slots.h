@@ -35,14 +35,14 @@
 #include <vector>
 
 #include "uvhost/vhost_user/message.h"
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/guest_memory.h"
 
 namespace uvhost::vhost_user {
 
 struct MemorySlot {
   MemoryRegionDesc region;
-  UniqueFd fd;
+  base::UniqueFd fd;
   uint64_t references = 1;  // ADD_MEM_REGs of this very region (see the contract)
 };
 

@@ -32,7 +32,7 @@
 #include <variant>
 #include <vector>
 
-#include "uvhost/vhost_user/unique_fd.h"
+#include "uvhost/base/unique_fd.h"
 
 namespace uvhost::vhost_user {
 
@@ -174,7 +174,7 @@ inline constexpr size_t kLogAreaSize = 16;
 struct RawMessage {
   Header header;
   std::vector<std::byte> payload;  // header.size bytes
-  std::vector<UniqueFd> fds;       // at most kMaxFds
+  std::vector<base::UniqueFd> fds;       // at most kMaxFds
 };
 
 // A request that passed the parser.
@@ -182,7 +182,7 @@ struct Message {
   Request request = Request::kNone;
   uint32_t flags = 0;
   Payload payload;
-  std::vector<UniqueFd> fds;  // exactly the fds the request consumes, in wire order
+  std::vector<base::UniqueFd> fds;  // exactly the fds the request consumes, in wire order
 
   bool need_reply() const noexcept { return (flags & kFlagNeedReply) != 0; }
 };

@@ -10,8 +10,9 @@
 // flags). With VHOST_F_LOG_ALL and a log, every used-ring write and every byte written
 // into receive buffers is marked dirty (live migration).
 //
-// This is what `uvhost serve` runs until the datapath layer brings workers, polling
-// modes and real backends; tests and the fuzzer use it as a reference datapath.
+// Test support, in no production layer: the vhost-user tests and the message fuzzer
+// put it behind a BackendDevice as a reference datapath. `uvhost serve` runs the
+// datapath layer (workers, polling modes, the backends) instead.
 //
 // Contract
 // --------

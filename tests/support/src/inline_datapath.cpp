@@ -1,5 +1,5 @@
 // inline_datapath.cpp - see inline_datapath.h.
-#include "uvhost/vhost_user/inline_datapath.h"
+#include "uvhost/testing/inline_datapath.h"
 
 #include <sys/eventfd.h>
 

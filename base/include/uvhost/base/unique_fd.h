@@ -5,15 +5,15 @@
 //  - A UniqueFd closes its descriptor exactly once: in the destructor, on reset(), or
 //    on move-assignment over it. release() gives ownership back to the caller.
 //  - -1 means "no descriptor"; a default-constructed UniqueFd holds none.
-//  - Every fd that arrives over a vhost-user socket is wrapped in one of these the
-//    moment it is received, so an early return anywhere cannot leak it.
+//  - Every fd that arrives over a vhost-user socket, and every fd a layer opens for
+//    itself, is wrapped in one of these at once, so an early return cannot leak it.
 #pragma once
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace uvhost::vhost_user {
+namespace uvhost::base {
 
 class UniqueFd {
  public:
@@ -47,4 +47,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace uvhost::vhost_user
+}  // namespace uvhost::base
