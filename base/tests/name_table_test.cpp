@@ -38,6 +38,10 @@ TEST(NameTableTest, ChoiceListsComeFromTheTableInOrder) {
   EXPECT_EQ(choice_list(kColourNames), "red, green or blue");
 }
 
+TEST(NameTableTest, UnknownNameErrorListsTheChoices) {
+  EXPECT_EQ(unknown_name("colour", "purple", kColourNames), "colour 'purple' unknown (red, green, blue)");
+}
+
 TEST(NameTableTest, ChoiceListOfOneOrTwo) {
   constexpr auto one = name_table<Colour>({{Colour::kRed, "red"}});
   constexpr auto two = name_table<Colour>({{Colour::kRed, "red"}, {Colour::kBlue, "blue"}});

@@ -10,6 +10,8 @@
 //    nullopt.
 //  - names(table) gives the names as strings (what CLI::IsMember takes);
 //    join_names(table, ", ") joins them; choice_list(table) reads "a, b or c".
+//  - unknown_name(what, text, table) is the error for a name not in the table:
+//    "WHAT 'TEXT' unknown (a, b, c)".
 //  - Everything but names/join_names/choice_list is constexpr and noexcept.
 #pragma once
 
@@ -91,6 +93,18 @@ std::string choice_list(const NameTable<E, N>& table) {
     if (i > 0) result += i + 1 == N ? " or " : ", ";
     result += table[i].name;
   }
+  return result;
+}
+
+// "WHAT 'TEXT' unknown (a, b, c)": the error for a name parse() did not find.
+template <typename E, std::size_t N>
+std::string unknown_name(std::string_view what, std::string_view text, const NameTable<E, N>& table) {
+  std::string result(what);
+  result += " '";
+  result += text;
+  result += "' unknown (";
+  result += join_names(table, ", ");
+  result += ')';
   return result;
 }
 
