@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "uvhost/base/name_table.h"
+#include "uvhost/serve/control_keys.h"
 #include "uvhost/serve/control_client.h"
 #include "uvhost/serve/stats_format.h"
 
@@ -24,6 +26,7 @@ namespace uvhost::cli {
 namespace {
 
 using nlohmann::json;
+namespace control = serve::control;
 using Clock = std::chrono::steady_clock;
 
 struct CtlOptions {
@@ -164,29 +167,29 @@ void add_set(CLI::App& ctl, const std::shared_ptr<CtlOptions>& options) {
   auto* port = cmd->add_option("--port", set->port, "The port (by name)");
   auto* queue = cmd->add_option("--queue", set->queue, "Only this vring of the port (default: all)")->needs(port);
   auto* poll = cmd->add_option("--poll", set->poll, "Poll mode")
-                   ->check(CLI::IsMember({"notify", "busy", "always", "adaptive"}))
+                   ->check(CLI::IsMember(base::names(control::kPollChoices)))
                    ->needs(port);
   auto* busy_us = cmd->add_option("--busy-us", set->busy_us, "Busy-poll budget in microseconds")->needs(port);
   auto* exit = cmd->add_option("--exit", set->exit, "When busy polling ends")
-                   ->check(CLI::IsMember({"accurate", "any"}))
+                   ->check(CLI::IsMember(base::names(control::kExitChoices)))
                    ->needs(port);
   auto* memory = cmd->add_option("--memory", set->memory, "Guest-memory table guard")
-                     ->check(CLI::IsMember({"rcu", "mutex", "rwsem", "pthread_rwlock"}))
+                     ->check(CLI::IsMember(base::names(control::kMemoryChoices)))
                      ->needs(port);
   auto* enqueue = cmd->add_option("--enqueue", set->enqueue, "Worker enqueue strategy")
-                      ->check(CLI::IsMember({"locked_wake", "unlock_wake", "lockless"}));
+                      ->check(CLI::IsMember(base::names(control::kEnqueueChoices)));
   auto* worker = cmd->add_option("--worker", set->worker, "Only this worker (default: all)")->needs(enqueue);
   cmd->callback([=] {
     // Only what was given goes out: the daemon leaves everything else as it is.
-    json request = {{"cmd", "set"}};
-    if (port->count() > 0) request["port"] = set->port;
-    if (queue->count() > 0) request["queue"] = set->queue;
-    if (poll->count() > 0) request["poll"] = set->poll;
-    if (busy_us->count() > 0) request["busy_us"] = set->busy_us;
-    if (exit->count() > 0) request["exit"] = set->exit;
-    if (memory->count() > 0) request["memory"] = set->memory;
-    if (enqueue->count() > 0) request["enqueue"] = set->enqueue;
-    if (worker->count() > 0) request["worker"] = set->worker;
+    json request = {{control::kCmd, "set"}};
+    if (port->count() > 0) request[control::kPort] = set->port;
+    if (queue->count() > 0) request[control::kQueue] = set->queue;
+    if (poll->count() > 0) request[control::kPoll] = set->poll;
+    if (busy_us->count() > 0) request[control::kBusyUs] = set->busy_us;
+    if (exit->count() > 0) request[control::kExit] = set->exit;
+    if (memory->count() > 0) request[control::kMemory] = set->memory;
+    if (enqueue->count() > 0) request[control::kEnqueue] = set->enqueue;
+    if (worker->count() > 0) request[control::kWorker] = set->worker;
     if (poll->count() + busy_us->count() + exit->count() + memory->count() + enqueue->count() == 0)
       fail(2, "set: nothing to change: give --poll, --busy-us, --exit, --memory or --enqueue");
     const json reply = ask(*options, request);

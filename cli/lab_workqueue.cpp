@@ -63,7 +63,7 @@ void run_lab_workqueue(WorkqueueOptions& options) {
   for (const auto& name : options.strategies) {
     auto strategy = sync::parse_enqueue_strategy(name);
     if (!strategy) {
-      fmt::print(stderr, "unknown strategy '{}' (locked_wake|unlock_wake|lockless, or a|b|c)\n", name);
+      fmt::print(stderr, "unknown strategy '{}' ({})\n", name, base::join_names(sync::kEnqueueStrategyNames, "|"));
       throw CLI::RuntimeError(2);
     }
     config.strategies.push_back(*strategy);

@@ -244,7 +244,7 @@ void add_serve_command(CLI::App& app) {
   options->command = cmd;
   cmd->add_option("--port", options->ports,
                   "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME][,mtu=N]"
-                  "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread_rwlock]"
+                  "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread-rwlock]"
                   "[,workers=device|pair|pool][,poll=notify|busy|always|adaptive][,busy_us=N][,exit=accurate|any]"
                   "[,burst=N][,weight=N][,weight_bytes=N][,tx_delivery=in_place|at_most_once] (repeat for more ports; added after the config file's)");
   cmd->add_option("--config", options->config_path,

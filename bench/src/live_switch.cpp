@@ -8,6 +8,7 @@
 
 #include "uvhost/bench/backend_process.h"
 #include "uvhost/datapath/poll_mode.h"
+#include "uvhost/serve/control_keys.h"
 #include "uvhost/serve/daemon.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/sync/read_mostly.h"
@@ -16,15 +17,14 @@
 namespace uvhost::bench {
 namespace {
 
-bool live_port_key(const std::string& key) {
-  return key == "poll" || key == "busy_us" || key == "exit" || key == "memory";
-}
+// The daemon flag whose value switches live (as `set` key control::kEnqueue).
+constexpr std::string_view kEnqueueFlag = "--enqueue";
 
 // Port keys that need a restart, as written.
 std::map<std::string, std::string> restart_port_keys(const Config& c) {
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : c.port_keys) {
-    if (!live_port_key(key)) out.emplace(key, value);
+    if (!serve::control::is_live_port_key(key)) out.emplace(key, value);
   }
   return out;
 }
@@ -33,7 +33,7 @@ std::map<std::string, std::string> restart_port_keys(const Config& c) {
 std::map<std::string, std::string> restart_daemon_flags(const Config& c) {
   std::map<std::string, std::string> out;
   for (size_t i = 0; i + 1 < c.serve_args.size(); i += 2) {
-    if (c.serve_args[i] != "--enqueue") out.emplace(c.serve_args[i], c.serve_args[i + 1]);
+    if (c.serve_args[i] != kEnqueueFlag) out.emplace(c.serve_args[i], c.serve_args[i + 1]);
   }
   return out;
 }
@@ -48,7 +48,7 @@ std::optional<LiveValues> live_values(const Config& c, std::string& why) {
   // The same spec parse_config validated: unset keys come out as serve's defaults.
   std::string spec = "sock=/nonexistent/bench.sock,backend=loopback";
   for (const auto& [key, value] : c.port_keys) {
-    if (live_port_key(key)) spec += fmt::format(",{}={}", key, value);
+    if (serve::control::is_live_port_key(key)) spec += fmt::format(",{}={}", key, value);
   }
   std::string error;
   const std::optional<serve::PortSpec> port = serve::parse_port_spec(spec, error);
@@ -60,10 +60,10 @@ std::optional<LiveValues> live_values(const Config& c, std::string& why) {
   v.poll = port->poll;
   v.memory = port->memory_policy;
   for (size_t i = 0; i + 1 < c.serve_args.size(); i += 2) {
-    if (c.serve_args[i] != "--enqueue") continue;
+    if (c.serve_args[i] != kEnqueueFlag) continue;
     const auto strategy = sync::parse_enqueue_strategy(c.serve_args[i + 1]);
     if (!strategy) {
-      why = fmt::format("enqueue '{}' unknown", c.serve_args[i + 1]);
+      why = base::unknown_name(serve::control::kEnqueue, c.serve_args[i + 1], serve::control::kEnqueueChoices);
       return std::nullopt;
     }
     v.enqueue = *strategy;
@@ -93,26 +93,26 @@ std::optional<LiveSwitch> live_switch(const Config& a, const Config& b, std::str
   if (!vb) return std::nullopt;
 
   LiveSwitch sw;
-  nlohmann::json port_a{{"cmd", "set"}, {"port", kBenchPortName}};
+  nlohmann::json port_a{{serve::control::kCmd, "set"}, {serve::control::kPort, kBenchPortName}};
   nlohmann::json port_b = port_a;
-  auto differs = [&](const char* key, const auto& value_a, const auto& value_b) {
+  auto differs = [&](std::string_view key, const auto& value_a, const auto& value_b) {
     if (value_a == value_b) return;
     port_a[key] = value_a;
     port_b[key] = value_b;
     sw.keys.emplace_back(key);
   };
-  differs("poll", std::string(to_string(va->poll.mode)), std::string(to_string(vb->poll.mode)));
-  differs("busy_us", va->poll.busy_us, vb->poll.busy_us);
-  differs("exit", std::string(to_string(va->poll.exit)), std::string(to_string(vb->poll.exit)));
-  differs("memory", std::string(sync::to_string(va->memory)), std::string(sync::to_string(vb->memory)));
+  differs(serve::control::kPoll, std::string(to_string(va->poll.mode)), std::string(to_string(vb->poll.mode)));
+  differs(serve::control::kBusyUs, va->poll.busy_us, vb->poll.busy_us);
+  differs(serve::control::kExit, std::string(to_string(va->poll.exit)), std::string(to_string(vb->poll.exit)));
+  differs(serve::control::kMemory, std::string(sync::to_string(va->memory)), std::string(sync::to_string(vb->memory)));
   if (port_a.size() > 2) {
     sw.to_a.push_back(std::move(port_a));
     sw.to_b.push_back(std::move(port_b));
   }
   if (va->enqueue != vb->enqueue) {
-    sw.to_a.push_back({{"cmd", "set"}, {"enqueue", std::string(sync::to_string(va->enqueue))}});
-    sw.to_b.push_back({{"cmd", "set"}, {"enqueue", std::string(sync::to_string(vb->enqueue))}});
-    sw.keys.emplace_back("enqueue");
+    sw.to_a.push_back({{serve::control::kCmd, "set"}, {serve::control::kEnqueue, sync::to_string(va->enqueue)}});
+    sw.to_b.push_back({{serve::control::kCmd, "set"}, {serve::control::kEnqueue, sync::to_string(vb->enqueue)}});
+    sw.keys.emplace_back(serve::control::kEnqueue);
   }
   if (!sw.to_a.empty() && a.backend != BackendKind::kUvhost) {
     why = "only a uvhost backend started for the run takes control requests";

@@ -5,42 +5,16 @@
 
 namespace uvhost::datapath {
 
-std::string_view to_string(PollMode mode) noexcept {
-  switch (mode) {
-    case PollMode::kNotify: return "notify";
-    case PollMode::kBusy: return "busy";
-    case PollMode::kAlways: return "always";
-    case PollMode::kAdaptive: return "adaptive";
-  }
-  return "?";
-}
+std::string_view to_string(PollMode mode) noexcept { return base::name_of(kPollModeNames, mode, "?"); }
 
-std::string_view to_string(ExitPolicy policy) noexcept {
-  return policy == ExitPolicy::kAccurate ? "accurate" : "any";
-}
+std::string_view to_string(ExitPolicy policy) noexcept { return base::name_of(kExitPolicyNames, policy, "?"); }
 
-std::string_view to_string(PollExit exit) noexcept {
-  switch (exit) {
-    case PollExit::kWork: return "work";
-    case PollExit::kOwnKick: return "own_kick";
-    case PollExit::kOtherQueue: return "other_queue";
-    case PollExit::kAnyWork: return "any_work";
-    case PollExit::kTimeout: return "timeout";
-  }
-  return "?";
-}
+std::string_view to_string(PollExit exit) noexcept { return base::name_of(kPollExitNames, exit, "?"); }
 
-std::optional<PollMode> parse_poll_mode(std::string_view text) noexcept {
-  for (PollMode mode : {PollMode::kNotify, PollMode::kBusy, PollMode::kAlways, PollMode::kAdaptive}) {
-    if (text == to_string(mode)) return mode;
-  }
-  return std::nullopt;
-}
+std::optional<PollMode> parse_poll_mode(std::string_view text) noexcept { return base::parse(kPollModeNames, text); }
 
 std::optional<ExitPolicy> parse_exit_policy(std::string_view text) noexcept {
-  if (text == "accurate") return ExitPolicy::kAccurate;
-  if (text == "any" || text == "any_work") return ExitPolicy::kAnyWork;
-  return std::nullopt;
+  return base::parse(kExitPolicyNames, text);
 }
 
 std::string describe(const PollSettings& settings) {

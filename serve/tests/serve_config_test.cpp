@@ -135,7 +135,7 @@ TEST(ServeConfigTest, ToJsonRoundTrips) {
     "stats_interval": 2.5, "summary_json": "/s.json", "log_level": "warn",
     "ports": [
       {"sock": "/a.sock", "name": "a", "backend": "tap", "tap": "t0", "mtu": 9000, "queues": 4, "mode": "0660",
-       "memory": "pthread_rwlock", "workers": "pair", "poll": "adaptive", "busy_us": 70, "exit": "any",
+       "memory": "pthread-rwlock", "workers": "pair", "poll": "adaptive", "busy_us": 70, "exit": "any",
        "burst": 16, "weight": 100, "weight_bytes": 4096},
       {"sock": "/b.sock", "client": true, "backend": "source", "rate": 1000, "size": 1500},
       {"sock": "/c0.sock", "backend": "switch", "mtu": 1500},

@@ -15,19 +15,11 @@
 namespace uvhost::sync {
 
 std::string_view to_string(EnqueueStrategy strategy) noexcept {
-  switch (strategy) {
-    case EnqueueStrategy::kLockedWake: return "locked_wake";
-    case EnqueueStrategy::kUnlockThenWake: return "unlock_wake";
-    case EnqueueStrategy::kLockless: return "lockless";
-  }
-  return "?";
+  return base::name_of(kEnqueueStrategyNames, strategy, "?");
 }
 
 std::optional<EnqueueStrategy> parse_enqueue_strategy(std::string_view name) noexcept {
-  if (name == "locked_wake" || name == "a") return EnqueueStrategy::kLockedWake;
-  if (name == "unlock_wake" || name == "b") return EnqueueStrategy::kUnlockThenWake;
-  if (name == "lockless" || name == "c") return EnqueueStrategy::kLockless;
-  return std::nullopt;
+  return base::parse(kEnqueueStrategyNames, name);
 }
 
 WorkItem::WorkItem(std::function<void()> fn) : fn_(std::move(fn)) {

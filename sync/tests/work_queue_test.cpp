@@ -228,9 +228,7 @@ TEST(WorkQueue, ItemQueuedWithOneStrategyIsNotQueuedAgainWithAnother) {
 
 TEST(WorkQueue, StrategyNamesRoundTrip) {
   for (EnqueueStrategy s : kAllEnqueueStrategies) EXPECT_EQ(parse_enqueue_strategy(to_string(s)), s);
-  EXPECT_EQ(parse_enqueue_strategy("a"), EnqueueStrategy::kLockedWake);
-  EXPECT_EQ(parse_enqueue_strategy("b"), EnqueueStrategy::kUnlockThenWake);
-  EXPECT_EQ(parse_enqueue_strategy("c"), EnqueueStrategy::kLockless);
+  EXPECT_FALSE(parse_enqueue_strategy("a").has_value());  // one spelling per strategy
   EXPECT_FALSE(parse_enqueue_strategy("mutex").has_value());
 }
 

@@ -22,7 +22,6 @@ constexpr uint32_t kMaxRingSize = 32768;
 // Ethernet minimum MTU that virtio-net allows (VIRTIO_NET_F_MTU: "at least 68").
 constexpr uint64_t kMinMtu = 68;
 constexpr uint64_t kMaxMtu = 65535;
-constexpr uint32_t kMaxQueuePairs = 128;  // vring indexes fit the 8-bit index of SET_VRING_KICK
 
 bool is_power_of_two(uint32_t n) { return n != 0 && (n & (n - 1)) == 0; }
 
@@ -154,58 +153,90 @@ BackendDevice::Outcome BackendDevice::require_protocol(uint64_t bit, const char*
 }
 
 BackendDevice::Outcome BackendDevice::dispatch(Message& message) {
-  const Payload& payload = message.payload;
-  switch (message.request) {
-    case Request::kGetFeatures: return Outcome{true, {}, Payload{offered_features()}};
-    case Request::kSetFeatures: return on_set_features(std::get<uint64_t>(payload));
-    case Request::kSetOwner:
-      // QEMU sends SET_OWNER once per vhost_dev, i.e. once per queue pair on one socket.
-      owner_set_ = true;
-      return {};
-    case Request::kResetOwner:
-      // Deprecated; the spec recommends ignoring it or disabling all rings. We stop them.
-      stop_all();
-      return {};
-    case Request::kGetProtocolFeatures: return Outcome{true, {}, Payload{protocol::kImplemented}};
-    case Request::kSetProtocolFeatures: return on_set_protocol_features(std::get<uint64_t>(payload));
-    case Request::kGetQueueNum: {
-      if (Outcome gate = require_protocol(protocol::kMq, "MQ"); !gate.ok) return gate;
-      // Queue pairs, as QEMU compares it with its "queues=" (pairs) and DPDK answers.
-      return Outcome{true, {}, Payload{uint64_t{options_.queue_pairs}}};
+  // The handler of each request the parser accepts (kRequestTable names them and gives
+  // their rules); the static_assert below keeps the two in step.
+  using Handler = Outcome (*)(BackendDevice&, Message&);
+  struct HandlerRow {
+    Request request;
+    Handler handler;
+  };
+  static constexpr HandlerRow kHandlers[] = {
+      {Request::kGetFeatures, [](BackendDevice& d, Message&) { return Outcome{true, {}, Payload{d.offered_features()}}; }},
+      {Request::kSetFeatures, [](BackendDevice& d, Message& m) { return d.on_set_features(std::get<uint64_t>(m.payload)); }},
+      {Request::kSetOwner,
+       [](BackendDevice& d, Message&) {
+         // QEMU sends SET_OWNER once per vhost_dev, i.e. once per queue pair on one socket.
+         d.owner_set_ = true;
+         return Outcome{};
+       }},
+      {Request::kResetOwner,
+       [](BackendDevice& d, Message&) {
+         // Deprecated; the spec recommends ignoring it or disabling all rings. We stop them.
+         d.stop_all();
+         return Outcome{};
+       }},
+      {Request::kGetProtocolFeatures, [](BackendDevice&, Message&) { return Outcome{true, {}, Payload{protocol::kImplemented}}; }},
+      {Request::kSetProtocolFeatures,
+       [](BackendDevice& d, Message& m) { return d.on_set_protocol_features(std::get<uint64_t>(m.payload)); }},
+      {Request::kGetQueueNum,
+       [](BackendDevice& d, Message&) {
+         if (Outcome gate = d.require_protocol(protocol::kMq, "MQ"); !gate.ok) return gate;
+         // Queue pairs, as QEMU compares it with its "queues=" (pairs) and DPDK answers.
+         return Outcome{true, {}, Payload{uint64_t{d.options_.queue_pairs}}};
+       }},
+      {Request::kSetMemTable, [](BackendDevice& d, Message& m) { return d.on_set_mem_table(m); }},
+      {Request::kGetMaxMemSlots,
+       [](BackendDevice& d, Message&) {
+         if (Outcome gate = d.require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
+         return Outcome{true, {}, Payload{uint64_t{d.options_.max_mem_slots}}};
+       }},
+      {Request::kAddMemReg, [](BackendDevice& d, Message& m) { return d.on_add_mem_reg(m); }},
+      {Request::kRemMemReg, [](BackendDevice& d, Message& m) { return d.on_rem_mem_reg(std::get<SingleRegion>(m.payload)); }},
+      {Request::kSetLogBase, [](BackendDevice& d, Message& m) { return d.on_set_log_base(m); }},
+      {Request::kSetLogFd,
+       [](BackendDevice& d, Message& m) {
+         // The kernel's vhost takes an eventfd here too (VHOST_SET_LOG_FD: eventfd_ctx_fdget).
+         if (std::string why = not_an_eventfd(m.fds.at(0).get()); !why.empty()) return fail(std::move(why));
+         d.log_eventfd_ = std::move(m.fds.at(0));
+         return Outcome{};
+       }},
+      {Request::kSetVringNum, [](BackendDevice& d, Message& m) { return d.on_set_vring_num(std::get<VringState>(m.payload)); }},
+      {Request::kSetVringAddr,
+       [](BackendDevice& d, Message& m) { return d.on_set_vring_addr(std::get<VringAddress>(m.payload)); }},
+      {Request::kSetVringBase, [](BackendDevice& d, Message& m) { return d.on_set_vring_base(std::get<VringState>(m.payload)); }},
+      {Request::kGetVringBase, [](BackendDevice& d, Message& m) { return d.on_get_vring_base(std::get<VringState>(m.payload)); }},
+      {Request::kSetVringKick, &BackendDevice::dispatch_vring_fd},
+      {Request::kSetVringCall, &BackendDevice::dispatch_vring_fd},
+      {Request::kSetVringErr, &BackendDevice::dispatch_vring_fd},
+      {Request::kSetVringEnable,
+       [](BackendDevice& d, Message& m) { return d.on_set_vring_enable(std::get<VringState>(m.payload)); }},
+      {Request::kNetSetMtu, [](BackendDevice& d, Message& m) { return d.on_net_set_mtu(std::get<uint64_t>(m.payload)); }},
+      {Request::kSetStatus, [](BackendDevice& d, Message& m) { return d.on_set_status(std::get<uint64_t>(m.payload)); }},
+      {Request::kGetStatus,
+       [](BackendDevice& d, Message&) {
+         if (Outcome gate = d.require_protocol(protocol::kStatus, "STATUS"); !gate.ok) return gate;
+         return Outcome{true, {}, Payload{uint64_t{d.status_}}};
+       }},
+      {Request::kSendRarp, [](BackendDevice& d, Message& m) { return d.on_send_rarp(std::get<uint64_t>(m.payload)); }},
+  };
+  // Exactly the requests the parser accepts have a handler.
+  static_assert([] {
+    for (const RequestEntry& entry : kRequestTable) {
+      size_t handlers = 0;
+      for (const HandlerRow& row : kHandlers) handlers += row.request == entry.request ? 1 : 0;
+      if (handlers != (entry.rule.accepted ? 1u : 0u)) return false;
     }
-    case Request::kSetMemTable: return on_set_mem_table(message);
-    case Request::kGetMaxMemSlots: {
-      if (Outcome gate = require_protocol(protocol::kConfigureMemSlots, "CONFIGURE_MEM_SLOTS"); !gate.ok) return gate;
-      return Outcome{true, {}, Payload{uint64_t{options_.max_mem_slots}}};
-    }
-    case Request::kAddMemReg: return on_add_mem_reg(message);
-    case Request::kRemMemReg: return on_rem_mem_reg(std::get<SingleRegion>(payload));
-    case Request::kSetLogBase: return on_set_log_base(message);
-    case Request::kSetLogFd: {
-      // The kernel's vhost takes an eventfd here too (VHOST_SET_LOG_FD: eventfd_ctx_fdget).
-      if (std::string why = not_an_eventfd(message.fds.at(0).get()); !why.empty()) return fail(std::move(why));
-      log_eventfd_ = std::move(message.fds.at(0));
-      return {};
-    }
-    case Request::kSetVringNum: return on_set_vring_num(std::get<VringState>(payload));
-    case Request::kSetVringAddr: return on_set_vring_addr(std::get<VringAddress>(payload));
-    case Request::kSetVringBase: return on_set_vring_base(std::get<VringState>(payload));
-    case Request::kGetVringBase: return on_get_vring_base(std::get<VringState>(payload));
-    case Request::kSetVringKick:
-    case Request::kSetVringCall:
-    case Request::kSetVringErr: return on_set_vring_fd(message.request, std::get<VringFd>(payload), message);
-    case Request::kSetVringEnable: return on_set_vring_enable(std::get<VringState>(payload));
-    case Request::kNetSetMtu: return on_net_set_mtu(std::get<uint64_t>(payload));
-    case Request::kSetStatus: return on_set_status(std::get<uint64_t>(payload));
-    case Request::kGetStatus: {
-      if (Outcome gate = require_protocol(protocol::kStatus, "STATUS"); !gate.ok) return gate;
-      return Outcome{true, {}, Payload{uint64_t{status_}}};
-    }
-    case Request::kSendRarp: return on_send_rarp(std::get<uint64_t>(payload));
-    default: break;
+    return true;
+  }());
+  for (const HandlerRow& row : kHandlers) {
+    if (row.request == message.request) return row.handler(*this, message);
   }
   // The parser lets through only the requests above; this is a guard against drift.
   return fail("not implemented");
+}
+
+BackendDevice::Outcome BackendDevice::dispatch_vring_fd(BackendDevice& device, Message& message) {
+  return device.on_set_vring_fd(message.request, std::get<VringFd>(message.payload), message);
 }
 
 BackendDevice::Outcome BackendDevice::on_set_features(uint64_t features) {

@@ -10,50 +10,8 @@
 namespace uvhost::vhost_user {
 
 std::string_view to_string(Request request) noexcept {
-  switch (request) {
-    case Request::kNone: return "VHOST_USER_NONE";
-    case Request::kGetFeatures: return "VHOST_USER_GET_FEATURES";
-    case Request::kSetFeatures: return "VHOST_USER_SET_FEATURES";
-    case Request::kSetOwner: return "VHOST_USER_SET_OWNER";
-    case Request::kResetOwner: return "VHOST_USER_RESET_OWNER";
-    case Request::kSetMemTable: return "VHOST_USER_SET_MEM_TABLE";
-    case Request::kSetLogBase: return "VHOST_USER_SET_LOG_BASE";
-    case Request::kSetLogFd: return "VHOST_USER_SET_LOG_FD";
-    case Request::kSetVringNum: return "VHOST_USER_SET_VRING_NUM";
-    case Request::kSetVringAddr: return "VHOST_USER_SET_VRING_ADDR";
-    case Request::kSetVringBase: return "VHOST_USER_SET_VRING_BASE";
-    case Request::kGetVringBase: return "VHOST_USER_GET_VRING_BASE";
-    case Request::kSetVringKick: return "VHOST_USER_SET_VRING_KICK";
-    case Request::kSetVringCall: return "VHOST_USER_SET_VRING_CALL";
-    case Request::kSetVringErr: return "VHOST_USER_SET_VRING_ERR";
-    case Request::kGetProtocolFeatures: return "VHOST_USER_GET_PROTOCOL_FEATURES";
-    case Request::kSetProtocolFeatures: return "VHOST_USER_SET_PROTOCOL_FEATURES";
-    case Request::kGetQueueNum: return "VHOST_USER_GET_QUEUE_NUM";
-    case Request::kSetVringEnable: return "VHOST_USER_SET_VRING_ENABLE";
-    case Request::kSendRarp: return "VHOST_USER_SEND_RARP";
-    case Request::kNetSetMtu: return "VHOST_USER_NET_SET_MTU";
-    case Request::kSetBackendReqFd: return "VHOST_USER_SET_BACKEND_REQ_FD";
-    case Request::kIotlbMsg: return "VHOST_USER_IOTLB_MSG";
-    case Request::kSetVringEndian: return "VHOST_USER_SET_VRING_ENDIAN";
-    case Request::kGetConfig: return "VHOST_USER_GET_CONFIG";
-    case Request::kSetConfig: return "VHOST_USER_SET_CONFIG";
-    case Request::kCreateCryptoSession: return "VHOST_USER_CREATE_CRYPTO_SESSION";
-    case Request::kCloseCryptoSession: return "VHOST_USER_CLOSE_CRYPTO_SESSION";
-    case Request::kPostcopyAdvise: return "VHOST_USER_POSTCOPY_ADVISE";
-    case Request::kPostcopyListen: return "VHOST_USER_POSTCOPY_LISTEN";
-    case Request::kPostcopyEnd: return "VHOST_USER_POSTCOPY_END";
-    case Request::kGetInflightFd: return "VHOST_USER_GET_INFLIGHT_FD";
-    case Request::kSetInflightFd: return "VHOST_USER_SET_INFLIGHT_FD";
-    case Request::kGpuSetSocket: return "VHOST_USER_GPU_SET_SOCKET";
-    case Request::kResetDevice: return "VHOST_USER_RESET_DEVICE";
-    case Request::kVringKick: return "VHOST_USER_VRING_KICK";
-    case Request::kGetMaxMemSlots: return "VHOST_USER_GET_MAX_MEM_SLOTS";
-    case Request::kAddMemReg: return "VHOST_USER_ADD_MEM_REG";
-    case Request::kRemMemReg: return "VHOST_USER_REM_MEM_REG";
-    case Request::kSetStatus: return "VHOST_USER_SET_STATUS";
-    case Request::kGetStatus: return "VHOST_USER_GET_STATUS";
-  }
-  return "unknown";
+  const RequestEntry* entry = find_request(static_cast<uint32_t>(request));
+  return entry != nullptr ? entry->name : "unknown";
 }
 
 namespace {
@@ -77,50 +35,6 @@ void store(std::vector<std::byte>& out, T value) {
 MemoryRegionDesc load_region(std::span<const std::byte> bytes, size_t offset) {
   return MemoryRegionDesc{load<uint64_t>(bytes, offset), load<uint64_t>(bytes, offset + 8),
                           load<uint64_t>(bytes, offset + 16), load<uint64_t>(bytes, offset + 24)};
-}
-
-// What a request looks like on the wire: its payload and how many fds it carries.
-enum class Shape { kEmpty, kU64, kVringState, kVringAddress, kMemTable, kSingleRegion, kLogArea, kVringFd };
-
-struct Rule {
-  Shape shape;
-  size_t min_fds;  // for kMemTable and kVringFd the count depends on the payload
-  size_t max_fds;
-  bool indexed;    // payload names a vring: index must be below the queue count
-};
-
-// The requests this parser accepts, and their shapes. Everything else is "unsupported".
-bool rule_for(Request request, Rule& rule) {
-  switch (request) {
-    case Request::kGetFeatures:
-    case Request::kSetOwner:
-    case Request::kResetOwner:
-    case Request::kGetProtocolFeatures:
-    case Request::kGetQueueNum:
-    case Request::kGetMaxMemSlots:
-    case Request::kGetStatus: rule = {Shape::kEmpty, 0, 0, false}; return true;
-    case Request::kSetFeatures:
-    case Request::kSetProtocolFeatures:
-    case Request::kSendRarp:
-    case Request::kNetSetMtu:
-    case Request::kSetStatus: rule = {Shape::kU64, 0, 0, false}; return true;
-    case Request::kSetLogFd: rule = {Shape::kEmpty, 1, 1, false}; return true;
-    case Request::kSetVringNum:
-    case Request::kSetVringBase:
-    case Request::kGetVringBase:
-    case Request::kSetVringEnable: rule = {Shape::kVringState, 0, 0, true}; return true;
-    case Request::kSetVringAddr: rule = {Shape::kVringAddress, 0, 0, true}; return true;
-    case Request::kSetVringKick:
-    case Request::kSetVringCall:
-    case Request::kSetVringErr: rule = {Shape::kVringFd, 0, 1, true}; return true;
-    case Request::kSetMemTable: rule = {Shape::kMemTable, 1, kMaxMemTableRegions, false}; return true;
-    case Request::kSetLogBase: rule = {Shape::kLogArea, 1, 1, false}; return true;
-    case Request::kAddMemReg: rule = {Shape::kSingleRegion, 1, 1, false}; return true;
-    // The spec: no fd SHOULD come with REM_MEM_REG, but one MAY be accepted and must
-    // then be closed unused. It is left in the RawMessage, which closes it.
-    case Request::kRemMemReg: rule = {Shape::kSingleRegion, 0, 1, false}; return true;
-    default: return false;
-  }
 }
 
 ParseError error(const Header& header, bool known, std::string reason) {
@@ -153,10 +67,12 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
   std::string reason;
   if (!check_request_flags(header.flags, reason)) return error(header, true, fmt::format("{}: {}", name, reason));
 
-  Rule rule{};
-  if (!rule_for(request, rule)) {
+  const RequestEntry* entry = find_request(header.request);
+  if (entry == nullptr || !entry->rule.accepted) {
     return error(header, false, fmt::format("unsupported request {} ({})", header.request, name));
   }
+  const RequestRule& rule = entry->rule;
+  size_t max_fds = rule.max_fds;  // refined below, like want_fds
   if (header.size != raw.payload.size()) {
     return error(header, true, fmt::format("{}: header says {} payload bytes, got {}", name, header.size,
                                            raw.payload.size()));
@@ -174,21 +90,21 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
   uint32_t index = 0;
 
   switch (rule.shape) {
-    case Shape::kEmpty:
+    case PayloadShape::kEmpty:
       if (size != 0) return bad_size(0);
       break;
-    case Shape::kU64:
+    case PayloadShape::kU64:
       if (size != kU64Size) return bad_size(kU64Size);
       message.payload = load<uint64_t>(bytes, 0);
       break;
-    case Shape::kVringState: {
+    case PayloadShape::kVringState: {
       if (size != kVringStateSize) return bad_size(kVringStateSize);
       const VringState state{load<uint32_t>(bytes, 0), load<uint32_t>(bytes, 4)};
       index = state.index;
       message.payload = state;
       break;
     }
-    case Shape::kVringAddress: {
+    case PayloadShape::kVringAddress: {
       if (size != kVringAddressSize) return bad_size(kVringAddressSize);
       const VringAddress address{load<uint32_t>(bytes, 0), load<uint32_t>(bytes, 4), load<uint64_t>(bytes, 8),
                                  load<uint64_t>(bytes, 16), load<uint64_t>(bytes, 24), load<uint64_t>(bytes, 32)};
@@ -199,7 +115,7 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
       message.payload = address;
       break;
     }
-    case Shape::kVringFd: {
+    case PayloadShape::kVringFd: {
       if (size != kU64Size) return bad_size(kU64Size);
       const auto value = load<uint64_t>(bytes, 0);
       if ((value & ~(kVringIndexMask | kVringNoFdFlag)) != 0) {
@@ -207,12 +123,12 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
       }
       const VringFd vring{static_cast<uint32_t>(value & kVringIndexMask), (value & kVringNoFdFlag) != 0};
       want_fds = vring.no_fd ? 0 : 1;
-      rule.max_fds = want_fds;
+      max_fds = want_fds;
       index = vring.index;
       message.payload = vring;
       break;
     }
-    case Shape::kMemTable: {
+    case PayloadShape::kMemTable: {
       if (size < kMemTableHeaderSize) return bad_size(kMemTableHeaderSize);
       MemoryTable table;
       table.count = load<uint32_t>(bytes, 0);
@@ -228,15 +144,15 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
         table.regions[i] = load_region(bytes, kMemTableHeaderSize + i * kMemoryRegionSize);
       }
       want_fds = table.count;
-      rule.max_fds = table.count;
+      max_fds = table.count;
       message.payload = table;
       break;
     }
-    case Shape::kSingleRegion:
+    case PayloadShape::kSingleRegion:
       if (size != kSingleRegionSize) return bad_size(kSingleRegionSize);
       message.payload = SingleRegion{load_region(bytes, 8)};  // bytes 0-7 are padding
       break;
-    case Shape::kLogArea:
+    case PayloadShape::kLogArea:
       if (size != kLogAreaSize) return bad_size(kLogAreaSize);
       message.payload = LogArea{load<uint64_t>(bytes, 0), load<uint64_t>(bytes, 8)};
       break;
@@ -247,9 +163,9 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
                                            limits.queue_count));
   }
   const size_t got_fds = raw.fds.size();
-  if (got_fds < want_fds || got_fds > rule.max_fds) {
+  if (got_fds < want_fds || got_fds > max_fds) {
     return error(header, true, fmt::format("{}: got {} fds, must be {}{}", name, got_fds, want_fds,
-                                           rule.max_fds != want_fds ? fmt::format("..{}", rule.max_fds) : ""));
+                                           max_fds != want_fds ? fmt::format("..{}", max_fds) : ""));
   }
   // Keep exactly the fds the request consumes; the rest (REM_MEM_REG's optional one)
   // stay in `raw` and are closed when it goes out of scope.

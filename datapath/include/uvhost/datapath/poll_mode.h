@@ -31,10 +31,18 @@
 #include <string>
 #include <string_view>
 
+#include "uvhost/base/name_table.h"
+
 namespace uvhost::datapath {
 
 enum class PollMode : uint8_t { kNotify, kBusy, kAlways, kAdaptive };
 enum class ExitPolicy : uint8_t { kAccurate, kAnyWork };
+
+// The one spelling of each mode and exit policy: printing, parsing and choice lists.
+inline constexpr auto kPollModeNames = base::name_table<PollMode>(
+    {{PollMode::kNotify, "notify"}, {PollMode::kBusy, "busy"}, {PollMode::kAlways, "always"}, {PollMode::kAdaptive, "adaptive"}});
+inline constexpr auto kExitPolicyNames =
+    base::name_table<ExitPolicy>({{ExitPolicy::kAccurate, "accurate"}, {ExitPolicy::kAnyWork, "any"}});
 
 struct PollSettings {
   PollMode mode = PollMode::kNotify;
@@ -52,7 +60,12 @@ enum class PollExit : uint8_t {
   kAnyWork,     // (policy any) some item is pending on the worker
   kTimeout,     // nothing came within the timeout
 };
-inline constexpr size_t kPollExitCount = 5;
+inline constexpr auto kPollExitNames = base::name_table<PollExit>({{PollExit::kWork, "work"},
+                                                                   {PollExit::kOwnKick, "own_kick"},
+                                                                   {PollExit::kOtherQueue, "other_queue"},
+                                                                   {PollExit::kAnyWork, "any_work"},
+                                                                   {PollExit::kTimeout, "timeout"}});
+inline constexpr size_t kPollExitCount = kPollExitNames.size();
 
 std::string_view to_string(PollMode mode) noexcept;
 std::string_view to_string(ExitPolicy policy) noexcept;

@@ -39,8 +39,7 @@
 //                      datapath/tx_delivery.h)
 //      mode=OCTAL      the listening socket's permissions (default 0600), server only
 //      name=NAME       the port's name in logs and reports (default port<i>)
-//      memory=POLICY   the memory-table guard: rcu (default), mutex, rwsem, pthread_rwlock
-//                      (also spelled pthread-rwlock, the sync layer's name)
+//      memory=POLICY   the memory-table guard: rcu (default), mutex, rwsem, pthread-rwlock
 //    `path=` is another name for `sock=` (giving both counts as a repeated key).
 //    Unknown keys, repeated keys, bad values: nullopt with `error` saying which.
 //  - parse_port_json() reads one port of the config file (serve_config.h):

@@ -92,6 +92,7 @@
 #include <urcu/urcu-memb.h>           // registration and synchronize_rcu
 #include <urcu/static/urcu-memb.h>    // the inline read side (_urcu_memb_read_lock)
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/sync/misuse.h"
 #include "uvhost/sync/rw_semaphore.h"
 
@@ -104,25 +105,19 @@ namespace uvhost::sync {
 
 enum class GuardPolicy { kMutex, kRwSem, kPthreadRwlock, kRcu };
 
-inline constexpr GuardPolicy kAllGuardPolicies[] = {GuardPolicy::kMutex, GuardPolicy::kRwSem,
-                                                    GuardPolicy::kPthreadRwlock, GuardPolicy::kRcu};
+// The one spelling of each policy: printing, parsing and choice lists come from here.
+inline constexpr auto kGuardPolicyNames = base::name_table<GuardPolicy>({{GuardPolicy::kMutex, "mutex"},
+                                                                         {GuardPolicy::kRwSem, "rwsem"},
+                                                                         {GuardPolicy::kPthreadRwlock, "pthread-rwlock"},
+                                                                         {GuardPolicy::kRcu, "rcu"}});
 
-constexpr std::string_view to_string(GuardPolicy policy) noexcept {
-  switch (policy) {
-    case GuardPolicy::kMutex: return "mutex";
-    case GuardPolicy::kRwSem: return "rwsem";
-    case GuardPolicy::kPthreadRwlock: return "pthread-rwlock";
-    case GuardPolicy::kRcu: return "rcu";
-  }
-  return "unknown";
-}
+inline constexpr auto kAllGuardPolicies = base::values_of(kGuardPolicyNames);
+
+constexpr std::string_view to_string(GuardPolicy policy) noexcept { return base::name_of(kGuardPolicyNames, policy); }
 
 // nullopt for an unknown name.
 constexpr std::optional<GuardPolicy> guard_policy_from_string(std::string_view name) noexcept {
-  for (GuardPolicy policy : kAllGuardPolicies) {
-    if (to_string(policy) == name) return policy;
-  }
-  return std::nullopt;
+  return base::parse(kGuardPolicyNames, name);
 }
 
 namespace detail {

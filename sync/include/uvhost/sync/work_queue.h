@@ -90,6 +90,7 @@
 #include <string_view>
 #include <thread>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/base/single_writer_counter.h"
 #include "uvhost/sync/work_list_spinlock.h"
 
@@ -101,12 +102,16 @@ enum class EnqueueStrategy : uint8_t {
   kLockless,        // (c) lock-free LIFO + per-item queued bit (Linux today)
 };
 
-inline constexpr EnqueueStrategy kAllEnqueueStrategies[] = {
-    EnqueueStrategy::kLockedWake, EnqueueStrategy::kUnlockThenWake, EnqueueStrategy::kLockless};
+// The one spelling of each strategy: printing, parsing and choice lists come from here.
+inline constexpr auto kEnqueueStrategyNames =
+    base::name_table<EnqueueStrategy>({{EnqueueStrategy::kLockedWake, "locked_wake"},
+                                       {EnqueueStrategy::kUnlockThenWake, "unlock_wake"},
+                                       {EnqueueStrategy::kLockless, "lockless"}});
 
-// "locked_wake", "unlock_wake", "lockless".
+inline constexpr auto kAllEnqueueStrategies = base::values_of(kEnqueueStrategyNames);
+
 std::string_view to_string(EnqueueStrategy strategy) noexcept;
-// Accepts the names above and the letters "a", "b", "c".
+// nullopt for a name not in kEnqueueStrategyNames.
 std::optional<EnqueueStrategy> parse_enqueue_strategy(std::string_view name) noexcept;
 
 class WorkQueue;

@@ -59,9 +59,13 @@
 
 namespace uvhost::vhost_user {
 
+// The most queue pairs a device takes: vring indexes fit the 8-bit index of
+// SET_VRING_KICK's u64 payload.
+inline constexpr uint32_t kMaxQueuePairs = 128;
+
 struct DeviceOptions {
   std::string name = "vhost-user-net";
-  uint32_t queue_pairs = 1;  // 1..128 (vring indexes 0..2*pairs-1)
+  uint32_t queue_pairs = 1;  // 1..kMaxQueuePairs (vring indexes 0..2*pairs-1)
   sync::GuardPolicy memory_policy = sync::GuardPolicy::kRcu;
   uint32_t max_mem_slots = 32;  // GET_MAX_MEM_SLOTS (ADD_MEM_REG limit)
   // The features the port's backend honours (its offloads), offered on top of the
@@ -128,6 +132,7 @@ class BackendDevice {
   static Outcome fail(std::string reason) { return Outcome{false, std::move(reason), std::nullopt}; }
 
   Outcome dispatch(Message& message);
+  static Outcome dispatch_vring_fd(BackendDevice& device, Message& message);
   Outcome on_set_features(uint64_t features);
   Outcome on_set_protocol_features(uint64_t features);
   Outcome on_set_mem_table(Message& message);

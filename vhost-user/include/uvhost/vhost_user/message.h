@@ -24,6 +24,7 @@
 #pragma once
 
 #include <array>
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -81,9 +82,6 @@ enum class Request : uint32_t {
   kGetStatus = 40,
 };
 
-// "VHOST_USER_GET_FEATURES" style name for logs; "VHOST_USER_<unknown N>" is not
-// produced here: unknown values give "unknown".
-std::string_view to_string(Request request) noexcept;
 
 // Header flags.
 inline constexpr uint32_t kVersionMask = 0x3;
@@ -108,6 +106,101 @@ inline constexpr uint64_t kVringIndexMask = 0xff;
 inline constexpr uint64_t kVringNoFdFlag = uint64_t{1} << 8;
 // SET_VRING_ADDR flags: bit 0 = VHOST_VRING_F_LOG (log used ring writes).
 inline constexpr uint32_t kVringFlagLog = 0x1;
+
+// What an accepted request carries on the wire: its payload, its fds, whether it names
+// a vring.
+enum class PayloadShape : uint8_t { kEmpty, kU64, kVringState, kVringAddress, kMemTable, kSingleRegion, kLogArea, kVringFd };
+
+struct RequestRule {
+  bool accepted = false;  // false: the parser refuses the request as unsupported
+  PayloadShape shape = PayloadShape::kEmpty;
+  uint8_t min_fds = 0;  // for kMemTable and kVringFd the count depends on the payload
+  uint8_t max_fds = 0;
+  bool indexed = false;  // payload names a vring: index must be below the queue count
+};
+
+// One row per request: its spec name and the parser's rule. The request table below
+// is the only place a request is named; to_string, parse_request and the device's
+// dispatch (backend_device.cpp, which checks it has a handler for each accepted row)
+// all read it. Like DPDK's vhost_message_handlers[] in lib/vhost/vhost_user.c.
+struct RequestEntry {
+  Request request;
+  std::string_view name;
+  RequestRule rule;
+};
+
+namespace detail {
+constexpr RequestRule accept(PayloadShape shape, uint8_t min_fds = 0, uint8_t max_fds = 0) {
+  return RequestRule{true, shape, min_fds, max_fds, false};
+}
+constexpr RequestRule accept_indexed(PayloadShape shape, uint8_t min_fds = 0, uint8_t max_fds = 0) {
+  return RequestRule{true, shape, min_fds, max_fds, true};
+}
+inline constexpr RequestRule kUnsupported{};
+}  // namespace detail
+
+// Indexed by request number.
+inline constexpr RequestEntry kRequestTable[] = {
+    {Request::kNone, "VHOST_USER_NONE", detail::kUnsupported},
+    {Request::kGetFeatures, "VHOST_USER_GET_FEATURES", detail::accept(PayloadShape::kEmpty)},
+    {Request::kSetFeatures, "VHOST_USER_SET_FEATURES", detail::accept(PayloadShape::kU64)},
+    {Request::kSetOwner, "VHOST_USER_SET_OWNER", detail::accept(PayloadShape::kEmpty)},
+    {Request::kResetOwner, "VHOST_USER_RESET_OWNER", detail::accept(PayloadShape::kEmpty)},
+    {Request::kSetMemTable, "VHOST_USER_SET_MEM_TABLE", detail::accept(PayloadShape::kMemTable, 1, uint8_t{kMaxMemTableRegions})},
+    {Request::kSetLogBase, "VHOST_USER_SET_LOG_BASE", detail::accept(PayloadShape::kLogArea, 1, 1)},
+    {Request::kSetLogFd, "VHOST_USER_SET_LOG_FD", detail::accept(PayloadShape::kEmpty, 1, 1)},
+    {Request::kSetVringNum, "VHOST_USER_SET_VRING_NUM", detail::accept_indexed(PayloadShape::kVringState)},
+    {Request::kSetVringAddr, "VHOST_USER_SET_VRING_ADDR", detail::accept_indexed(PayloadShape::kVringAddress)},
+    {Request::kSetVringBase, "VHOST_USER_SET_VRING_BASE", detail::accept_indexed(PayloadShape::kVringState)},
+    {Request::kGetVringBase, "VHOST_USER_GET_VRING_BASE", detail::accept_indexed(PayloadShape::kVringState)},
+    {Request::kSetVringKick, "VHOST_USER_SET_VRING_KICK", detail::accept_indexed(PayloadShape::kVringFd, 0, 1)},
+    {Request::kSetVringCall, "VHOST_USER_SET_VRING_CALL", detail::accept_indexed(PayloadShape::kVringFd, 0, 1)},
+    {Request::kSetVringErr, "VHOST_USER_SET_VRING_ERR", detail::accept_indexed(PayloadShape::kVringFd, 0, 1)},
+    {Request::kGetProtocolFeatures, "VHOST_USER_GET_PROTOCOL_FEATURES", detail::accept(PayloadShape::kEmpty)},
+    {Request::kSetProtocolFeatures, "VHOST_USER_SET_PROTOCOL_FEATURES", detail::accept(PayloadShape::kU64)},
+    {Request::kGetQueueNum, "VHOST_USER_GET_QUEUE_NUM", detail::accept(PayloadShape::kEmpty)},
+    {Request::kSetVringEnable, "VHOST_USER_SET_VRING_ENABLE", detail::accept_indexed(PayloadShape::kVringState)},
+    {Request::kSendRarp, "VHOST_USER_SEND_RARP", detail::accept(PayloadShape::kU64)},
+    {Request::kNetSetMtu, "VHOST_USER_NET_SET_MTU", detail::accept(PayloadShape::kU64)},
+    {Request::kSetBackendReqFd, "VHOST_USER_SET_BACKEND_REQ_FD", detail::kUnsupported},
+    {Request::kIotlbMsg, "VHOST_USER_IOTLB_MSG", detail::kUnsupported},
+    {Request::kSetVringEndian, "VHOST_USER_SET_VRING_ENDIAN", detail::kUnsupported},
+    {Request::kGetConfig, "VHOST_USER_GET_CONFIG", detail::kUnsupported},
+    {Request::kSetConfig, "VHOST_USER_SET_CONFIG", detail::kUnsupported},
+    {Request::kCreateCryptoSession, "VHOST_USER_CREATE_CRYPTO_SESSION", detail::kUnsupported},
+    {Request::kCloseCryptoSession, "VHOST_USER_CLOSE_CRYPTO_SESSION", detail::kUnsupported},
+    {Request::kPostcopyAdvise, "VHOST_USER_POSTCOPY_ADVISE", detail::kUnsupported},
+    {Request::kPostcopyListen, "VHOST_USER_POSTCOPY_LISTEN", detail::kUnsupported},
+    {Request::kPostcopyEnd, "VHOST_USER_POSTCOPY_END", detail::kUnsupported},
+    {Request::kGetInflightFd, "VHOST_USER_GET_INFLIGHT_FD", detail::kUnsupported},
+    {Request::kSetInflightFd, "VHOST_USER_SET_INFLIGHT_FD", detail::kUnsupported},
+    {Request::kGpuSetSocket, "VHOST_USER_GPU_SET_SOCKET", detail::kUnsupported},
+    {Request::kResetDevice, "VHOST_USER_RESET_DEVICE", detail::kUnsupported},
+    {Request::kVringKick, "VHOST_USER_VRING_KICK", detail::kUnsupported},
+    {Request::kGetMaxMemSlots, "VHOST_USER_GET_MAX_MEM_SLOTS", detail::accept(PayloadShape::kEmpty)},
+    {Request::kAddMemReg, "VHOST_USER_ADD_MEM_REG", detail::accept(PayloadShape::kSingleRegion, 1, 1)},
+    // The spec: no fd SHOULD come with REM_MEM_REG, but one MAY be accepted and must
+    // then be closed unused. The parser leaves it in the RawMessage, which closes it.
+    {Request::kRemMemReg, "VHOST_USER_REM_MEM_REG", detail::accept(PayloadShape::kSingleRegion, 0, 1)},
+    {Request::kSetStatus, "VHOST_USER_SET_STATUS", detail::accept(PayloadShape::kU64)},
+    {Request::kGetStatus, "VHOST_USER_GET_STATUS", detail::accept(PayloadShape::kEmpty)},
+};
+
+// The row of request number `number`, or nullptr for a number past the table.
+constexpr const RequestEntry* find_request(uint32_t number) noexcept {
+  return number < std::size(kRequestTable) ? &kRequestTable[number] : nullptr;
+}
+
+constexpr bool request_table_is_indexed_by_number() noexcept {
+  for (size_t i = 0; i < std::size(kRequestTable); ++i) {
+    if (static_cast<size_t>(kRequestTable[i].request) != i) return false;
+  }
+  return true;
+}
+static_assert(request_table_is_indexed_by_number(), "kRequestTable[n] must describe request n");
+
+// "VHOST_USER_GET_FEATURES" style name for logs; unknown values give "unknown".
+std::string_view to_string(Request request) noexcept;
 
 struct Header {
   uint32_t request = 0;
