@@ -32,13 +32,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/backends/tap_backend.h"
+#include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::backends {
 
@@ -55,9 +55,9 @@ class SwitchUplink final : public RxInjector {
   SwitchUplink& operator=(const SwitchUplink&) = delete;
 
   void start(FrameHandler on_frame);
-  void stop();
+  void stop() UVHOST_EXCLUDES(mutex_);
 
-  bool inject(uint32_t pair, PacketPtr packet) noexcept override;
+  bool inject(uint32_t pair, PacketPtr packet) noexcept UVHOST_EXCLUDES(mutex_) override;
   uint32_t queue_pairs() const noexcept override { return 1; }
 
   const TapBackend& tap() const noexcept { return *tap_; }
@@ -66,7 +66,7 @@ class SwitchUplink final : public RxInjector {
  private:
   SwitchUplink(std::unique_ptr<TapBackend> tap, int epoll_fd, int wake_fd, int stop_fd);
   void run();
-  void write_queued(std::vector<PacketPtr>& batch);
+  void write_queued(std::vector<PacketPtr>& batch) UVHOST_EXCLUDES(mutex_);
 
   std::unique_ptr<TapBackend> tap_;
   const int epoll_fd_;
@@ -75,9 +75,9 @@ class SwitchUplink final : public RxInjector {
   FrameHandler on_frame_;
   std::thread thread_;
 
-  std::mutex mutex_;                 // outgoing_, stopped_
-  std::vector<PacketPtr> outgoing_;  // capacity kCapacity, reserved once
-  bool stopped_ = false;
+  sync::Mutex mutex_;
+  std::vector<PacketPtr> outgoing_ UVHOST_GUARDED_BY(mutex_);  // capacity kCapacity, reserved once
+  bool stopped_ UVHOST_GUARDED_BY(mutex_) = false;
   std::atomic<uint64_t> queue_full_{0};  // relaxed fetch_add: a statistic
 };
 
