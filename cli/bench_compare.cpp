@@ -1,7 +1,8 @@
 // bench_compare.cpp - `uvhost bench compare` (is B better than A, or is it noise?) and
 // `uvhost bench calibrate` (does compare's verdict hold on this machine?). The runs,
 // statistics and reports live in the bench library (ab_compare.h, ab_report.h,
-// ab_plot.h, calibrate.h); this file parses flags and wires run_point() in.
+// ab_plot.h, calibrate.h) and so does their setup (compare_setup.h: retries, runners,
+// interleaving); this file parses flags and calls in.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -18,8 +19,7 @@
 #include "uvhost/bench/ab_report.h"
 #include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/calibrate.h"
-#include "uvhost/bench/live_switch.h"
-#include "uvhost/bench/qemu_frontend.h"
+#include "uvhost/bench/compare_setup.h"
 #include "uvhost/bench/workload.h"
 
 namespace uvhost::cli {
@@ -54,19 +54,12 @@ struct CompareOptions {
 };
 
 struct CalibrateOptions {
-  // The default point is one where extra frontend work per packet really slows the
-  // run, and runs repeat: stream-tx of 1500-byte frames with a busy-polling backend
-  // (the frontend, which builds every frame, sets the pace; the paired log ratios
-  // spread ~5%). Elsewhere on our 2-core VMs (docs/BENCHMARKS.md, calibration): rr
-  // with notify is bimodal (runs near 30 k or 65 k trans/s, spread ~26%), rr with
-  // poll=always paces on the backend's loop so tens of ns more frontend work cost
-  // nothing measurable, and stream-rx paces on the source.
-  std::string config = "poll=always";
-  std::string workload = "stream-tx";
-  uint32_t size = 1500;
-  uint32_t sessions = 1;
-  uint32_t trials = 20;
-  double slowdown = 0.03;
+  std::string config{bench::CalibrateDefaults::kConfig};
+  std::string workload{bench::to_string(bench::CalibrateDefaults::kWorkload)};
+  uint32_t size = bench::CalibrateDefaults::kSize;
+  uint32_t sessions = bench::CalibrateDefaults::kSessions;
+  uint32_t trials = bench::CalibrateDefaults::kTrials;
+  double slowdown = bench::CalibrateDefaults::kSlowdown;
   RunFlags run;
   std::string json_path;
 };
@@ -91,51 +84,28 @@ bench::Workload workload_or_exit(const char* command, const std::string& name) {
   return *w;
 }
 
-// The runner both commands hand to the library: one real run of the whole stack. A
-// failed run is repeated (twice at most) and counted in `failures` (bench_report.h).
-bench::Runner real_runner(const RunFlags& flags, std::shared_ptr<size_t> failures) {
+// The run options the flags describe.
+bench::RunOptions run_options(const RunFlags& flags) {
   bench::RunOptions options = flags.options;
   options.pin = !flags.no_pin;
-  if (flags.frontend == "qemu") {
-    options.frontend = bench::Frontend::kQemu;
-    (void)bench::find_guest(options.guest_dir);  // throws the "run scripts/build-guest.sh" reason
-  }
-  return bench::retrying(
-      [options](const bench::Config& config, const bench::Point& point) {
-        return bench::run_point(config, point, options);
-      },
-      2, std::move(failures));
+  if (flags.frontend == "qemu") options.frontend = bench::Frontend::kQemu;
+  return options;
 }
 
-bench::PairRunner real_pair_runner(const RunFlags& flags, std::shared_ptr<size_t> failures) {
-  bench::RunOptions options = flags.options;
-  options.pin = !flags.no_pin;
-  return bench::retrying_pairs(
-      [options](const bench::Config& a, const bench::Config& b, bool a_first, const bench::Point& point) {
-        return bench::run_point_interleaved(a, b, a_first, point, options);
-      },
-      2, std::move(failures));
+// --interleave, decided by the bench library; a refusal of an explicit `slices` is a
+// usage error, a fallback from `auto` is said on stderr.
+bench::Interleave interleave_or_exit(const char* command, const bench::InterleaveChoice& choice,
+                                     std::vector<std::string>& live_keys) {
+  if (choice.refused) usage_error(command, "--interleave slices: " + choice.why_runs);
+  if (!choice.why_runs.empty()) {
+    fmt::print(stderr, "uvhost bench {}: A and B in separate runs ({})\n", command, choice.why_runs);
+  }
+  live_keys = choice.live_keys;
+  return choice.interleave;
 }
 
-// --interleave: slices when asked or (auto) when A and B differ only in what a running
-// backend switches live (live_switch.h) and the frontend is ours; runs otherwise.
-bench::Interleave choose_interleave(const char* command, const RunFlags& flags, const bench::Config& a,
-                                    const bench::Config& b, std::vector<std::string>& live_keys) {
-  if (flags.interleave == "runs") return bench::Interleave::kRuns;
-  std::string why;
-  std::optional<bench::LiveSwitch> sw;
-  if (flags.frontend != "embedded") {
-    why = "the qemu frontend runs one configuration per guest boot";
-  } else {
-    sw = bench::live_switch(a, b, why);
-  }
-  if (!sw) {
-    if (flags.interleave == "slices") usage_error(command, "--interleave slices: " + why);
-    fmt::print(stderr, "uvhost bench {}: A and B in separate runs ({})\n", command, why);
-    return bench::Interleave::kRuns;
-  }
-  live_keys = sw->keys;
-  return bench::Interleave::kSlices;
+bench::InterleaveRequest interleave_request(const RunFlags& flags) {
+  return bench::parse_interleave_request(flags.interleave).value_or(bench::InterleaveRequest::kAuto);
 }
 
 void report_failures(const char* command, size_t failures) {
@@ -173,7 +143,10 @@ void run_compare_command(CompareOptions& o) {
   spec.warmup_seconds = o.run.options.warmup_seconds;
 
   spec.min_effect = o.run.min_effect;
-  spec.interleave = choose_interleave("compare", o.run, spec.a, spec.b, spec.live_keys);
+  spec.interleave =
+      interleave_or_exit("compare",
+                         bench::choose_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.a, spec.b),
+                         spec.live_keys);
   spec.slice_seconds = o.run.options.slice_seconds;
 
   fmt::print(stderr, "uvhost bench compare: {} point(s); {}\n", spec.points.size(), bench::interleave_line(spec));
@@ -181,8 +154,9 @@ void run_compare_command(CompareOptions& o) {
   auto failures = std::make_shared<size_t>(0);
   try {
     result = spec.interleave == bench::Interleave::kSlices
-                 ? bench::run_compare_interleaved(spec, real_pair_runner(o.run, failures), print_progress)
-                 : bench::run_compare(spec, real_runner(o.run, failures), print_progress);
+                 ? bench::run_compare_interleaved(spec, bench::real_pair_runner(run_options(o.run), failures),
+                                                  print_progress)
+                 : bench::run_compare(spec, bench::real_runner(run_options(o.run), failures), print_progress);
   } catch (const std::exception& e) {
     fmt::print(stderr, "uvhost bench compare: {}\n", e.what());
     throw CLI::RuntimeError(1);
@@ -217,11 +191,11 @@ void run_calibrate_command(CalibrateOptions& o) {
   spec.runs = o.run.runs;
   spec.seconds = o.run.options.seconds;
   spec.warmup_seconds = o.run.options.warmup_seconds;
-  // A and B = A + spin_ns differ in the frontend only: slices unless told otherwise.
-  bench::Config slowed = spec.base;
-  slowed.frontend_spin_ns += 1;
   std::vector<std::string> live_keys;
-  spec.interleave = choose_interleave("calibrate", o.run, spec.base, slowed, live_keys);
+  spec.interleave = interleave_or_exit(
+      "calibrate",
+      bench::choose_calibrate_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.base),
+      live_keys);
   spec.min_effect = o.run.min_effect;
   spec.slice_seconds = o.run.options.slice_seconds;
 
@@ -230,8 +204,8 @@ void run_calibrate_command(CalibrateOptions& o) {
   bench::CalibrateResult result;
   auto failures = std::make_shared<size_t>(0);
   try {
-    result = bench::run_calibrate(spec, real_runner(o.run, failures), print_progress,
-                                  real_pair_runner(o.run, failures));
+    result = bench::run_calibrate(spec, bench::real_runner(run_options(o.run), failures), print_progress,
+                                  bench::real_pair_runner(run_options(o.run), failures));
   } catch (const std::exception& e) {
     fmt::print(stderr, "uvhost bench calibrate: {}\n", e.what());
     throw CLI::RuntimeError(1);

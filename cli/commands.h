@@ -33,7 +33,7 @@ void add_bench_compare(CLI::App& bench);
 void add_bench_calibrate(CLI::App& bench);
 void add_ctl_command(CLI::App& app);
 
-// `uvhost lab <experiment>`: one function per seed experiment.
+// `uvhost lab <experiment>`: one function per lab experiment (bench/lab).
 void add_lab_delegation(CLI::App& lab);
 void add_lab_workqueue(CLI::App& lab);
 void add_lab_iommu_lock(CLI::App& lab);

@@ -98,7 +98,7 @@ SwitchHub::SwitchHub(const SwitchHubOptions& options)
 SwitchHub::~SwitchHub() {
   std::unique_ptr<Uplink> uplink;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    sync::MutexLock lock(mutex_);
     UVHOST_MISUSE_CHECK(ports_.empty(), "switch hub: destroyed while it still has ports");
     uplink = std::move(uplink_);
   }
@@ -113,7 +113,7 @@ std::unique_ptr<SwitchBackend> SwitchHub::add_port(std::string name, uint32_t qu
     throw std::invalid_argument(
         fmt::format("switch port: queue_pairs must be in 1..{}", ReceiveSteering::kMaxQueuePairs));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   std::unique_ptr<SwitchBackend> port(new SwitchBackend(*this, next_id_++, std::move(name), queue_pairs));
   if (mtu) port->mtu_changed(*mtu);
   ports_.push_back(port.get());
@@ -121,7 +121,7 @@ std::unique_ptr<SwitchBackend> SwitchHub::add_port(std::string name, uint32_t qu
 }
 
 bool SwitchHub::add_tap_uplink(const TapBackendOptions& options, std::string& error) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   if (uplink_) {
     error = fmt::format("switch: there is an uplink already ({})", uplink_->name);
     return false;
@@ -142,7 +142,7 @@ bool SwitchHub::add_tap_uplink(const TapBackendOptions& options, std::string& er
 }
 
 const TapBackend* SwitchHub::uplink_tap() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   return uplink_ ? &uplink_->link->tap() : nullptr;
 }
 
@@ -163,7 +163,7 @@ void SwitchHub::leave(PortId id) {
 }
 
 void SwitchHub::unregister(SwitchBackend* port) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   std::erase(ports_, port);
 }
 
@@ -275,7 +275,7 @@ void SwitchHub::forward_from_uplink(Uplink& uplink, Packet& packet) {
 nlohmann::json SwitchHub::stats() const {
   nlohmann::json out = nlohmann::json::object();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    sync::MutexLock lock(mutex_);
     nlohmann::json ports = nlohmann::json::array();
     for (const SwitchBackend* port : ports_) ports.push_back(port->stats());
     out["ports"] = std::move(ports);

@@ -95,9 +95,9 @@ LearnResult MacTable::learn(const MacAddress& mac, PortId port, SwitchTime now) 
     if (view->way >= 0 && view->port == port && !is_aged(view->seen, now_ns)) {
       if (now_ns - view->seen < refresh_ns_) return LearnResult::kFresh;
       // Refresh: rare (once per refresh_interval per entry) and optional, so never wait.
-      std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-      if (!lock.owns_lock()) return LearnResult::kFresh;
-      const LearnResult result = learn_locked(b, key, port, now_ns);
+      if (!mutex_.try_lock()) return LearnResult::kFresh;
+      const LearnResult result = learn_locked(b, key, port, now_ns);  // noexcept: the unlock below is reached
+      mutex_.unlock();
       if (result != LearnResult::kFresh) count(result);
       return result;
     }
@@ -106,13 +106,13 @@ LearnResult MacTable::learn(const MacAddress& mac, PortId port, SwitchTime now) 
       return LearnResult::kRefusedFull;
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   const LearnResult result = learn_locked(b, key, port, now_ns);
   if (result != LearnResult::kFresh) count(result);
   return result;
 }
 
-LearnResult MacTable::learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) {
+LearnResult MacTable::learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) noexcept {
   // Loads are relaxed throughout: we hold mutex_, so we are the only writer and see
   // the latest value of every field.
   int match = -1;
@@ -177,7 +177,7 @@ LearnResult MacTable::learn_locked(Bucket& b, uint64_t key, PortId port, int64_t
 }
 
 size_t MacTable::remove_port(PortId port) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   size_t removed = 0;
   for (size_t i = 0; i < bucket_count_; ++i) {
     Bucket& b = buckets_[i];
@@ -204,7 +204,7 @@ size_t MacTable::remove_port(PortId port) {
 
 size_t MacTable::expire(SwitchTime now) {
   const int64_t now_ns = ticks(now);
-  std::lock_guard<std::mutex> lock(mutex_);
+  sync::MutexLock lock(mutex_);
   size_t evicted = 0;
   for (size_t i = 0; i < bucket_count_; ++i) {
     Bucket& b = buckets_[i];

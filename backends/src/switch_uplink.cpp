@@ -70,6 +70,7 @@ SwitchUplink::SwitchUplink(std::unique_ptr<TapBackend> tap, base::UniqueFd epoll
       epoll_fd_(std::move(epoll_fd)),
       wake_fd_(std::move(wake_fd)),
       stop_fd_(std::move(stop_fd)) {
+  sync::MutexLock lock(mutex_);  // not shared yet; the lock only tells the analysis so
   outgoing_.reserve(kCapacity);
 }
 
@@ -84,7 +85,7 @@ void SwitchUplink::start(FrameHandler on_frame) {
 
 void SwitchUplink::stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    sync::MutexLock lock(mutex_);
     stopped_ = true;
     outgoing_.clear();
   }
@@ -98,7 +99,7 @@ bool SwitchUplink::inject(uint32_t pair, PacketPtr packet) noexcept {
   (void)pair;
   bool was_empty = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    sync::MutexLock lock(mutex_);
     if (stopped_ || outgoing_.size() >= kCapacity) {
       if (!stopped_) queue_full_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       return false;
@@ -112,7 +113,7 @@ bool SwitchUplink::inject(uint32_t pair, PacketPtr packet) noexcept {
 
 void SwitchUplink::write_queued(std::vector<PacketPtr>& batch) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    sync::MutexLock lock(mutex_);
     batch.swap(outgoing_);
   }
   for (const PacketPtr& packet : batch) (void)tap_->transmit(0, packet->header, packet->frame);  // counted by the tap

@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +39,7 @@
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/backends/tap_backend.h"
 #include "uvhost/base/unique_fd.h"
+#include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::backends {
 
@@ -56,9 +56,9 @@ class SwitchUplink final : public RxInjector {
   SwitchUplink& operator=(const SwitchUplink&) = delete;
 
   void start(FrameHandler on_frame);
-  void stop();
+  void stop() UVHOST_EXCLUDES(mutex_);
 
-  bool inject(uint32_t pair, PacketPtr packet) noexcept override;
+  bool inject(uint32_t pair, PacketPtr packet) noexcept UVHOST_EXCLUDES(mutex_) override;
   uint32_t queue_pairs() const noexcept override { return 1; }
 
   const TapBackend& tap() const noexcept { return *tap_; }
@@ -68,7 +68,7 @@ class SwitchUplink final : public RxInjector {
   SwitchUplink(std::unique_ptr<TapBackend> tap, base::UniqueFd epoll_fd, base::UniqueFd wake_fd,
                base::UniqueFd stop_fd);
   void run();
-  void write_queued(std::vector<PacketPtr>& batch);
+  void write_queued(std::vector<PacketPtr>& batch) UVHOST_EXCLUDES(mutex_);
 
   std::unique_ptr<TapBackend> tap_;
   const base::UniqueFd epoll_fd_;
@@ -77,9 +77,9 @@ class SwitchUplink final : public RxInjector {
   FrameHandler on_frame_;
   std::thread thread_;
 
-  std::mutex mutex_;                 // outgoing_, stopped_
-  std::vector<PacketPtr> outgoing_;  // capacity kCapacity, reserved once
-  bool stopped_ = false;
+  sync::Mutex mutex_;
+  std::vector<PacketPtr> outgoing_ UVHOST_GUARDED_BY(mutex_);  // capacity kCapacity, reserved once
+  bool stopped_ UVHOST_GUARDED_BY(mutex_) = false;
   std::atomic<uint64_t> queue_full_{0};  // relaxed fetch_add: a statistic
 };
 

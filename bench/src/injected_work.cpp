@@ -13,8 +13,7 @@ namespace {
 // A fence that lets no later instruction start before every earlier one is done
 // (x86: lfence). Without it an out-of-order core runs the multiply chain in the shadow
 // of the cache misses just before it (an rr answer's ring reads), and tens of ns of
-// injected work cost nothing: the first calibration with this loop measured -0.1%
-// for an intended -2.9% at 400 k trans/s.
+// injected work would cost nothing: the slowdown calibrate asks for would not happen.
 inline void serialize_execution() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   asm volatile("lfence" ::: "memory");

@@ -1,5 +1,5 @@
 // idle_poll.cpp - a virtqueue handler's turn, and what it does when its ring runs dry:
-// the poll modes (seed 001) and the busy poll's exit policy (seed 003). See
+// the poll modes (vhost-net's busy polling) and the busy poll's exit policy. See
 // poll_mode.h and device_datapath.h. Worker thread.
 #include <chrono>
 
@@ -146,11 +146,11 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
       q.adaptive.on_gap(spent);
       return AfterIdle::kQueued;
     case PollExit::kAnyWork:
-      // Seed 003's "before": any pending work counts as an interruption of this
-      // queue's poll, so it re-queues itself with kicks still off.
+      // vhost before "make busyloop_intr more accurate": any pending work counts as an
+      // interruption of this queue's poll, so it re-queues itself with kicks still off.
       return AfterIdle::kRequeue;
     case PollExit::kOtherQueue:
-      // Seed 003's fix: the work is not ours; give the worker up the notify way.
+      // vhost after that patch: the work is not ours; give the worker up the notify way.
       return sleep(q, now);
     case PollExit::kTimeout:
       if (settings.mode == PollMode::kAdaptive) q.adaptive.on_timeout(timeout_ns);

@@ -310,7 +310,10 @@ std::unique_ptr<ControlServer> ControlServer::open(const std::string& path, Hand
   std::unique_ptr<ControlServer> server(new ControlServer(std::move(*listener), std::move(stop_fd), std::move(handler)));
   // Started only now: the thread sees every member constructed (std::thread's start
   // synchronizes-with the new thread).
-  server->thread_ = std::thread([raw = server.get()] { raw->run(); });
+  {
+    sync::MutexLock lock(server->stop_mutex_);
+    server->thread_ = std::thread([raw = server.get()] { raw->run(); });
+  }
   return server;
 }
 
@@ -320,7 +323,7 @@ ControlServer::ControlServer(vhost_user::Listener listener, UniqueFd stop_fd, Ha
 ControlServer::~ControlServer() { stop(); }  // then listener_ unlinks the path
 
 void ControlServer::stop() noexcept {
-  std::lock_guard lock(stop_mutex_);
+  sync::MutexLock lock(stop_mutex_);
   if (!thread_.joinable()) return;
   UVHOST_MISUSE_CHECK(thread_.get_id() != std::this_thread::get_id(),
                       "ControlServer::stop() called from its own thread (the handler)");

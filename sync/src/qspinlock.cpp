@@ -4,10 +4,10 @@
 
 #include <sched.h>
 
-#include <mutex>
 #include <vector>
 
 #include "uvhost/sync/cpu_relax.h"
+#include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::sync {
 namespace {
@@ -27,9 +27,9 @@ struct alignas(64) QNode {
 // (at registration and at thread exit) and read by a successor that decoded a tail.
 struct Registry {
   std::atomic<QNode*> nodes[QSpinLock::kMaxQueuedThreads] = {};
-  std::mutex mutex;                 // guards free_list and next_unused
-  std::vector<uint32_t> free_list;  // recycled indices of exited threads
-  uint32_t next_unused = 0;
+  Mutex mutex;
+  std::vector<uint32_t> free_list UVHOST_GUARDED_BY(mutex);  // recycled indices of exited threads
+  uint32_t next_unused UVHOST_GUARDED_BY(mutex) = 0;
 };
 
 // Leaked on purpose: threads (and their thread_local destructors) may outlive static
@@ -51,7 +51,7 @@ struct ThreadQueueState {
     if (exhausted) return false;
     Registry& r = registry();
     {
-      std::lock_guard<std::mutex> guard(r.mutex);
+      MutexLock guard(r.mutex);
       if (!r.free_list.empty()) {
         index = r.free_list.back();
         r.free_list.pop_back();
@@ -76,7 +76,7 @@ struct ThreadQueueState {
     // relaxed: no node of ours is reachable from any lock word now (we are not inside
     // lock()); the mutex below orders this store before the index's next owner's store.
     r.nodes[index].store(nullptr, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> guard(r.mutex);
+    MutexLock guard(r.mutex);
     r.free_list.push_back(index);
   }
 };
@@ -116,7 +116,7 @@ QNode* decode_tail(uint32_t word) noexcept {
 
 uint32_t QSpinLock::thread_indices_high_water() noexcept {
   Registry& r = registry();
-  std::lock_guard<std::mutex> guard(r.mutex);
+  MutexLock guard(r.mutex);
   return r.next_unused;
 }
 

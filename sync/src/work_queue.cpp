@@ -84,7 +84,7 @@ bool WorkQueue::queue_locked(WorkItem& item, bool wake_inside_lock) noexcept {
     fifo_lock_.unlock();
   } else {
     fifo_lock_.unlock();
-    wake_if_parked();  // (b): seed 000's patch
+    wake_if_parked();  // (b): the wake-up moved out of the lock, as vhost_work_queue()'s in 2013
   }
   return true;
 }
@@ -271,7 +271,7 @@ void WorkQueue::flush() {
 
 void WorkQueue::stop() {
   UVHOST_MISUSE_CHECK(!on_worker_thread(), "stop() called from the worker thread (it would join itself)");
-  std::lock_guard<std::mutex> guard(lifecycle_mutex_);
+  MutexLock guard(lifecycle_mutex_);
   if (!worker_.joinable()) return;
   // seq_cst: stop is announced like an item (wake_if_parked's seq_cst load
   // follows), so the worker either sees it in its pre-park check or gets woken.
@@ -291,7 +291,7 @@ int64_t WorkQueue::read_worker_cpu_ns() const noexcept {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
     return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
   }
-  std::lock_guard<std::mutex> guard(lifecycle_mutex_);
+  MutexLock guard(lifecycle_mutex_);
   if (worker_.joinable()) {
     clockid_t clock{};
     // pthread_t is valid until join, which the mutex excludes; the clock read

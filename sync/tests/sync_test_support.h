@@ -34,6 +34,7 @@ void expect_mutual_exclusion(Lock& lock, int threads, int iterations, int try_ev
             lock.lock();
           }
         } else {
+          (void)t;  // staggers try_lock() only; clang: -Wunused-lambda-capture
           lock.lock();
         }
         if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlap.store(true);

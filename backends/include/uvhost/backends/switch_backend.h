@@ -124,7 +124,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,6 +139,7 @@
 #include "uvhost/backends/switch_forwarding.h"
 #include "uvhost/backends/tap_backend.h"
 #include "uvhost/sync/read_mostly.h"
+#include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::backends {
 
@@ -196,17 +196,17 @@ class SwitchHub {
   SwitchHub& operator=(const SwitchHub&) = delete;
 
   std::unique_ptr<SwitchBackend> add_port(std::string name, uint32_t queue_pairs,
-                                          std::optional<uint32_t> mtu = std::nullopt);
+                                          std::optional<uint32_t> mtu = std::nullopt) UVHOST_EXCLUDES(mutex_);
   // false (error filled in) when the tap cannot be opened, or there is an uplink already.
-  bool add_tap_uplink(const TapBackendOptions& options, std::string& error);
+  bool add_tap_uplink(const TapBackendOptions& options, std::string& error) UVHOST_EXCLUDES(mutex_);
 
   // The uplink's tap (nullptr without one), e.g. for its name and ifindex.
-  const TapBackend* uplink_tap() const;
+  const TapBackend* uplink_tap() const UVHOST_EXCLUDES(mutex_);
   // Ports currently attached, plus the uplink.
   size_t member_count() const;
   const MacTable& table() const noexcept { return switch_.table(); }
 
-  nlohmann::json stats() const;
+  nlohmann::json stats() const UVHOST_EXCLUDES(mutex_);
 
  private:
   friend class SwitchBackend;
@@ -242,16 +242,16 @@ class SwitchHub {
 
   void join(Member member);
   void leave(PortId id);
-  void unregister(SwitchBackend* port);
+  void unregister(SwitchBackend* port) UVHOST_EXCLUDES(mutex_);
 
   LearningSwitch switch_;
   sync::ReadMostly<Members> members_;
   Ipv6FragmentIds ipv6_fragment_ids_;
 
-  mutable std::mutex mutex_;           // ports_, next_id_, uplink_ (not the data path)
-  std::vector<SwitchBackend*> ports_;  // every port made by add_port and not destroyed
-  PortId next_id_ = 0;
-  std::unique_ptr<Uplink> uplink_;
+  mutable sync::Mutex mutex_;  // membership bookkeeping only, never taken on the data path
+  std::vector<SwitchBackend*> ports_ UVHOST_GUARDED_BY(mutex_);  // made by add_port, not destroyed
+  PortId next_id_ UVHOST_GUARDED_BY(mutex_) = 0;
+  std::unique_ptr<Uplink> uplink_ UVHOST_GUARDED_BY(mutex_);
 };
 
 class SwitchBackend final : public PortBackend {

@@ -56,15 +56,12 @@
 // makes it even. Readers store nothing, so lookups from many workers share the
 // bucket's cache lines without bouncing them, and a write costs a few stores.
 //
-// The alternative, the table published through sync::ReadMostly<T> (seed 002; RCU
-// by default), has an equally cheap read side (~1.2 ns + the hash lookup) but every
-// change is a whole-table copy-on-write plus a grace period (urcu synchronize_rcu:
-// ~8 us with no readers, more with readers inside) on the thread that learned, which
-// is a datapath worker. Ad-hoc measurement (not yet a docs/BENCHMARKS.md table; 2
-// shared cores, -O2, 256 MACs, quietest of 3 runs): lookup 5.4 ns (1 thread) / 7.3 ns
-// (2 threads) here vs ReadMostly<unordered_map> read+find 4.5 / 8.6 ns under rcu,
-// 15.5 / 31 ns under mutex, 13.5 / 27 ns under rwsem; a move 46 ns here vs 13 us for
-// an rcu update() of the 256-entry map. Learning is not rare under hostile input: a guest that sends
+// The alternative, the table published through sync::ReadMostly<T> (the read-mostly
+// guard of the vfio question "vfio/type1: Convert vfio_iommu.lock from mutex to
+// rwsem"; RCU by default), has an equally cheap read side but every change is a
+// whole-table copy-on-write plus a grace period (urcu synchronize_rcu) on the thread
+// that learned, which is a datapath worker: a move costs orders of magnitude more
+// than one bucket write (docs/BENCHMARKS.md, "The switch's MAC table"). Learning is not rare under hostile input: a guest that sends
 // frames with another guest's source MAC makes that MAC flap between two ports at
 // packet rate, and every flap would be a table copy (capacity x 24 bytes) and a grace
 // period; it also needs a second table's worth of memory while copying. With the
@@ -109,12 +106,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "uvhost/sync/cpu_relax.h"
+#include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::backends {
 
@@ -193,12 +190,12 @@ class MacTable {
   MacTable(const MacTable&) = delete;
   MacTable& operator=(const MacTable&) = delete;
 
-  LearnResult learn(const MacAddress& mac, PortId port, SwitchTime now);
+  LearnResult learn(const MacAddress& mac, PortId port, SwitchTime now) UVHOST_EXCLUDES(mutex_);
   std::optional<PortId> lookup(const MacAddress& mac, SwitchTime now) const noexcept;
   // Number of entries removed.
-  size_t remove_port(PortId port);
+  size_t remove_port(PortId port) UVHOST_EXCLUDES(mutex_);
   // Number of aged entries evicted.
-  size_t expire(SwitchTime now);
+  size_t expire(SwitchTime now) UVHOST_EXCLUDES(mutex_);
 
   size_t capacity() const noexcept { return bucket_count_ * kWays; }
   size_t size() const noexcept { return entries_.load(std::memory_order_relaxed); }
@@ -285,7 +282,7 @@ class MacTable {
   // Writer side (caller holds mutex_).
   static void begin_write(Bucket& b) noexcept;
   static void end_write(Bucket& b) noexcept;
-  LearnResult learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now);
+  LearnResult learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) noexcept UVHOST_REQUIRES(mutex_);
   void count(LearnResult result) noexcept;
 
   const MacTableConfig config_;
@@ -295,7 +292,9 @@ class MacTable {
   const size_t bucket_count_;  // a power of two
   const std::unique_ptr<Bucket[]> buckets_;
 
-  std::mutex mutex_;  // serializes every write to buckets_
+  // Serializes every write to buckets_ (the slots are atomics that lookups read without
+  // it, so they carry no UVHOST_GUARDED_BY; the writers are annotated instead).
+  sync::Mutex mutex_;
   // Counters: relaxed (statistics; written under mutex_, except refused_full and
   // read_gave_up, which lock-free paths bump: only under a flood or heavy contention).
   std::atomic<size_t> entries_{0};

@@ -43,17 +43,16 @@ namespace uvhost::bench {
 
 struct CompareDefaults {
   // 20 rounds of 0.5 s per side after 0.2 s warm-up. Chosen by `uvhost bench
-  // calibrate` on our 2-core VMs (docs/BENCHMARKS.md): with A and B in separate runs
-  // the paired log ratios spread by 4-12% (the VM changes speed in steps over
-  // seconds) and 20 rounds saw a 3% effect in 45% of trials; interleaved in 50 ms
-  // slices of one run (Interleave::kSlices, where the configs allow it) they spread
-  // by 1.6% and 20 rounds saw it in 20 of 20.
+  // calibrate` (docs/BENCHMARKS.md, "Calibration"): the fewest rounds that see the
+  // calibration's injected slowdown in at least 80% of trials when A and B are
+  // interleaved in slices of one run (Interleave::kSlices, where the configs allow
+  // it); in separate runs the VM's speed steps between A's and B's runs hide it.
   static constexpr uint32_t kRuns = 20;
   static constexpr double kSeconds = 0.5;
   static constexpr double kWarmupSeconds = 0.2;
   static constexpr AbMethod kMethod = AbMethod::kPairedT;
   // Better/worse needs the 95% CI to exclude 0 AND a change of at least 1%
-  // (apply_min_effect): the calibration's A/A trial means spread up to 0.9%.
+  // (apply_min_effect): just above the spread of the calibration's A/A trial means.
   static constexpr double kMinEffect = 0.01;
 };
 

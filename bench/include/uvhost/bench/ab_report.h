@@ -3,7 +3,8 @@
 //  - print_compare_report(): a header (A's and B's configs as describe() writes them,
 //    how A and B were interleaved (interleave_line), the method and its assumption),
 //    then one table per
-//    workload in the seed threads' shape (seed 001's size/session/+thu%/+normalize%):
+//    workload in the shape of the vhost_net busy-polling threads' netperf tables
+//    (size/session/+thu%/+normalize%):
 //      size | sessions | A thu | B thu | +thu% [95% CI] | verdict | +normalize% [95% CI]
 //      | verdict | CPU A/B (cores) [| p99 A/B (us), rr only]
 //    A and B thu are means +- the 95% CI half-width of the mean.

@@ -33,7 +33,8 @@
 //     kExactSignedRankPairs pairs, normal approximation above), back-transformed
 //     with exp(.) - 1. Assumption: the log ratios are independent and symmetric about
 //     their center; no normality. Why it exists: on our VMs the host now and then
-//     moves a whole run to a slower regime (a round's two runs then differ by 40%),
+//     moves a whole run to a slower regime (a round's two runs then differ by tens of
+//     percent),
 //     and one such round widens the t interval for everything; ranks limit what one
 //     round can do. With fewer than 6 pairs no 95% interval exists (invalid).
 // t quantiles and tail probabilities come from Boost.Math's students_t.
@@ -88,9 +89,9 @@ Verdict verdict_of_interval(double ci_low, double ci_high, Direction direction) 
 // The smallest change a verdict claims: a better/worse comparison whose |relative| is
 // under `min_effect` (a fraction: 0.01 = 1%) becomes noise with below_min_effect set.
 // Why: a CI says whether the difference is 0 *within this comparison*; calibration on
-// our VMs (docs/BENCHMARKS.md) found A/A comparisons of identical configs drifting by
-// up to ~0.9% from trial to trial with CIs of +-0.5%, i.e. differences that small are
-// the machine's, not the configs'. min_effect 0 leaves the CI rule alone.
+// our VMs (docs/BENCHMARKS.md, "Calibration") found A/A comparisons of identical
+// configs drifting from trial to trial by more than their own CIs: differences that
+// small are the machine's, not the configs'. min_effect 0 leaves the CI rule alone.
 void apply_min_effect(AbComparison& comparison, double min_effect) noexcept;
 
 // Compares b against a. kPairedT and kSignedRank need a.size() == b.size(); kWelch

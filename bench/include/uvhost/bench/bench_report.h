@@ -84,7 +84,7 @@ RunObserver stderr_progress();
 // A run that throws is tried again, at most `retries` more times; each failure is
 // printed on stderr (with its reason) and counted in `*failures`, which the commands
 // report at the end. A run that fails every try rethrows. Why: one rare stall of a
-// run (an rr answer never seen: under investigation, see docs/BENCHMARKS.md) must not
+// run (an rr answer never seen: docs/BENCHMARKS.md, "Known problem") must not
 // throw away a comparison of hundreds of runs, and must not go unreported either.
 using PointRunFn = std::function<RunResult(const Config&, const Point&)>;
 PointRunFn retrying(PointRunFn runner, int retries, std::shared_ptr<size_t> failures);

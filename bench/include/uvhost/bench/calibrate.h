@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "uvhost/bench/ab_compare.h"
@@ -44,11 +45,25 @@
 
 namespace uvhost::bench {
 
+struct CalibrateDefaults {
+  // A point where extra frontend work per packet really slows the run, and runs
+  // repeat: stream-tx of 1500-byte frames with a backend that polls without end (the
+  // frontend, which builds every frame, sets the pace). Elsewhere the injected work
+  // hides (docs/BENCHMARKS.md, "Calibration"): rr with notify is bimodal, rr with
+  // poll=always paces on the backend's loop, and stream-rx paces on the source.
+  static constexpr std::string_view kConfig = "poll=always";
+  static constexpr Workload kWorkload = Workload::kStreamTx;
+  static constexpr uint32_t kSize = 1500;
+  static constexpr uint32_t kSessions = 1;
+  static constexpr uint32_t kTrials = 20;
+  static constexpr double kSlowdown = 0.03;
+};
+
 struct CalibrateSpec {
   Config base;  // A (its label is set to "A" if empty)
-  Point point{Workload::kStreamTx, 1500, 1};  // `uvhost bench calibrate`'s default (see the CLI)
-  uint32_t trials = 20;
-  double slowdown = 0.03;
+  Point point{CalibrateDefaults::kWorkload, CalibrateDefaults::kSize, CalibrateDefaults::kSessions};
+  uint32_t trials = CalibrateDefaults::kTrials;
+  double slowdown = CalibrateDefaults::kSlowdown;
   uint32_t pilot_runs = 3;
   uint32_t runs = CompareDefaults::kRuns;
   // For the report only (the runner owns them).

@@ -4,8 +4,8 @@
 // does extra work per packet. That work must cost the same every time it is asked for,
 // or the "known" slowdown is not known:
 //  - Spinning until a clock says N ns have passed reads the clock at least twice per
-//    packet; on a VM (kvm-clock, ~30-50 ns a read) that overhead is as large as the
-//    injected work itself at high packet rates (63 ns at 240 k trans/s), and a spin
+//    packet; on a VM (kvm-clock) that overhead is as large as the injected work
+//    itself at high packet rates, and a spin
 //    preempted midway ends early, so its cost depends on the machine's load.
 //  - Instead the work is a chain of dependent multiply-adds (each needs the previous
 //    result, so the CPU cannot overlap them and the compiler cannot fold them), run a
@@ -25,7 +25,8 @@ namespace uvhost::bench {
 // Runs `iterations` dependent multiply-adds. Never inlined away.
 void run_injected_iterations(uint64_t iterations) noexcept;
 
-// Iterations per ns of this CPU, measured on first use (thread-safe; ~10 ms once).
+// Iterations per ns of this CPU, measured on first use (thread-safe; a few timed
+// batches, once per process).
 double injected_iterations_per_ns() noexcept;
 
 // Does about `ns` nanoseconds of work (0: nothing).

@@ -3,10 +3,9 @@
 // Why
 // ---
 // A/B runs that each start their own backend sit seconds apart; on a shared VM the
-// machine's speed changes in steps over seconds (docs/BENCHMARKS.md measured 2.5 vs 10
-// Mpps "regimes" minutes apart, 10-20% steps every few seconds), and a step between A's
-// run and B's run is an error no run count averages away cheaply. Most of the knobs the
-// seeds argue about are switchable at run time through the control socket (poll mode,
+// machine's speed changes in steps over seconds (docs/BENCHMARKS.md, "Calibration"),
+// and a step between A's run and B's run is an error no run count averages away
+// cheaply. Most of the mechanisms uvhost compares are switchable at run time through the control socket (poll mode,
 // busy_us, exit policy, memory guard, enqueue strategy), and the calibration's injected
 // work lives in the frontend. When A and B differ only in those, one backend can run
 // both sides in alternating slices of tens of milliseconds (frontend_driver.h,

@@ -1,6 +1,6 @@
 // workload.h - what `uvhost bench` runs and what one measured run yields.
 //
-// Vocabulary (netperf's, as the seed threads use it)
+// Vocabulary (netperf's, as the vhost_net busy-polling threads use it)
 //  - stream-tx: the guest (our embedded frontend) sends frames of `size` bytes as fast
 //    as the device takes them; the backend counts and drops (uvhost: backend=sink,
 //    testpmd: rxonly). Throughput = frames the device completed.

@@ -3,9 +3,9 @@
 //
 // Design note
 // -----------
-// A fixed busy_us (seed 001) is right for one traffic pattern only: with requests
-// arriving every 20 us, 50 us of polling catches every one (latency like `always`);
-// with one arrival per millisecond the same 50 us are pure waste (CPU like `always`,
+// A fixed busy_us (vhost-net's busyloop_timeout) is right for one traffic pattern
+// only: with requests arriving every 20 us, 50 us of polling catches every one
+// (latency like `always`); with one arrival per millisecond the same 50 us are pure waste (CPU like `always`,
 // latency like `notify`). The vhost thread left the choice to the administrator, per
 // VM. Here the queue measures the gap it actually sees - from the moment it found
 // its ring empty to the moment work arrived, whether that happened while polling or

@@ -27,7 +27,8 @@
 //  between two handler runs of that worker, so the handlers read their vring's state
 //  without a lock, and other workers' queues keep moving. Guest memory is read
 //  through GuardedGuestMemory per burst (and per poll check): the policy chosen for
-//  the device decides what a reader pays (seed 002).
+//  the device decides what a reader pays (mutex, rwsem, pthread-rwlock or RCU: the
+//  read-mostly lock question of "vfio/type1: Convert vfio_iommu.lock from mutex to rwsem").
 //
 //  Receive: a frame for the guest comes from the vring's inbound FrameRing (pushed by
 //  inject(): the switch, a tap uplink), from the backend's pull_frame() (a view of the

@@ -1,11 +1,11 @@
-// poll_mode.h - how a virtqueue's handler waits when its ring runs dry (seeds 001
-// and 003), chosen per queue and changeable while traffic runs.
+// poll_mode.h - how a virtqueue's handler waits when its ring runs dry (vhost-net's
+// busy polling and when it ends), chosen per queue and changeable while traffic runs.
 //
 //   notify    sleep at once: re-enable guest kicks (with the re-check) and let the
 //             worker sleep until the next kick (vhost-net without busyloop_timeout).
 //   busy      keep polling the ring, kicks disabled, for up to busy_us microseconds
 //             before going to sleep as `notify` does (vhost-net's busyloop_timeout,
-//             seed 001).
+//             from the Linux series "basic busy polling support for vhost_net").
 //   always    never sleep: poll as long as the queue runs, like a DPDK PMD. A
 //             transmit ring spins on its own ring and steps aside (re-queues
 //             itself) as soon as another item of the worker is pending, so other
@@ -15,14 +15,15 @@
 //             on this queue (AdaptivePollTimeout): short gaps -> poll a little longer
 //             than the typical gap; gaps longer than busy_us -> do not poll at all.
 //
-// When a busy poll ends before its timeout (ExitPolicy, seed 003):
+// When a busy poll ends before its timeout (ExitPolicy; the Linux patch "vhost: make
+// busyloop_intr more accurate" changed it from `any` to `accurate`):
 //   any       any item pending on the worker ends the poll, and the handler then
 //             re-queues itself with kicks still disabled (vhost's busyloop_intr set
 //             on any vhost_has_work(): the pre-2018 behaviour);
 //   accurate  only pending work of this queue, or of another virtqueue on the same
 //             worker, ends the poll; this queue re-queues itself only when the work
 //             is its own, and otherwise goes to sleep the `notify` way (vhost's
-//             vhost_has_work_pending(), seed 003). Control items do not interrupt.
+//             vhost_has_work_pending(), from that patch). Control items do not interrupt.
 #pragma once
 
 #include <cstddef>

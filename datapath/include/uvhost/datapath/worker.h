@@ -28,7 +28,7 @@
 //    between two handler runs: no lock on the hot path, other items keep flowing).
 //    Not from the worker itself.
 //  - other_datapath_pending(self): true if a registered virtqueue handler other than
-//    `self` is queued (the `accurate` exit policy's question, seed 003).
+//    `self` is queued (the `accurate` exit policy's question, vhost_has_work_pending()).
 //  - The destructor stops the WorkQueue (runs what is queued) and closes its fds.
 #pragma once
 

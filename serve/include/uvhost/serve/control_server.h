@@ -87,7 +87,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -95,6 +94,7 @@
 
 #include "uvhost/vhost_user/connection.h"
 #include "uvhost/base/unique_fd.h"
+#include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::serve {
 
@@ -115,7 +115,7 @@ class ControlServer {
   ControlServer& operator=(const ControlServer&) = delete;
 
   // Idempotent; from any thread but the server's own (i.e. not from the handler).
-  void stop() noexcept;
+  void stop() noexcept UVHOST_EXCLUDES(stop_mutex_);
 
   const std::string& path() const noexcept { return listener_.path(); }
 
@@ -126,8 +126,8 @@ class ControlServer {
   vhost_user::Listener listener_;
   base::UniqueFd stop_fd_;
   Handler handler_;
-  std::mutex stop_mutex_;  // two threads calling stop() at once: one joins, one waits
-  std::thread thread_;
+  sync::Mutex stop_mutex_;  // two threads calling stop() at once: one joins, one waits
+  std::thread thread_ UVHOST_GUARDED_BY(stop_mutex_);
 };
 
 }  // namespace uvhost::serve

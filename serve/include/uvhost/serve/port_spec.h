@@ -29,7 +29,7 @@
 //                      port), pair (one per queue pair), pool (the daemon's shared pool)
 //      poll=MODE       notify (default), busy, always, adaptive (datapath/poll_mode.h)
 //      busy_us=N       busy: the poll timeout; adaptive: its cap (default 50)
-//      exit=POLICY     accurate (default) or any: what ends a busy poll early (seed 003)
+//      exit=POLICY     accurate (default) or any: what ends a busy poll early (poll_mode.h)
 //      burst=N         packets per burst, 1..1024 (default 64)
 //      weight=N        packets per handler turn before yielding, 1..65536 (default 256)
 //      weight_bytes=N  bytes per handler turn before yielding, 1..2^30 (default 524288)

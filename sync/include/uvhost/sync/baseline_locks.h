@@ -20,8 +20,8 @@
 //
 //  The spinning locks never sleep and never yield: when threads outnumber cores, a
 //  descheduled holder (or, for the FIFO locks, a descheduled next-in-line waiter)
-//  stalls everyone (measured here: ck ticket/MCS fall to ~30 k ops/s at 4+ threads on
-//  2 cores). That is the behaviour we want to measure, not a bug to fix.
+//  stalls everyone (docs/BENCHMARKS.md, the delegation lock's table: the CK FIFO locks
+//  collapse once threads outnumber cores). That is the behaviour we want to measure, not a bug to fix.
 //
 // Queue nodes (CkMcsLock, CkClhLock)
 // ----------------------------------

@@ -83,7 +83,7 @@
 namespace uvhost::sync {
 
 // Userspace concession: pauses between two sched_yield() calls in every spin loop.
-// About 128 * (10..40 ns) = 1..5 us of spinning before giving the core away.
+// A few microseconds of PAUSE-spinning before giving the core away.
 inline constexpr uint32_t kQSpinSpinsBeforeYield = 128;
 
 class QSpinLock {

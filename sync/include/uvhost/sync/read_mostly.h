@@ -52,13 +52,9 @@
 // x86 XCHG) on every read. liburcu's memb flavor moves that fence to the writer:
 // synchronize_rcu() runs membarrier(2), which forces a barrier on every CPU running a
 // registered reader, so the reader side is a compiler barrier plus a load and a store
-// to its own thread's slot. Measured on this machine (2 cores, -O2, 1e8 iterations of
-// lock; load table; unlock, one thread):
-//     liburcu-memb, inlined read side (<urcu/static/urcu-memb.h>)   1.2 ns per read
-//     liburcu-memb, library-call read side                           8.3 ns per read
-//     epoch slot of ours with a seq_cst store per read               6.2 ns per read
-//     urcu_memb_synchronize_rcu(), no readers inside                 ~8 us per call
-// An epoch scheme of ours could match liburcu only by re-implementing the membarrier
+// to its own thread's slot. The inlined memb read side is several times cheaper than
+// both the library-call read side and an epoch slot with a seq_cst store per read
+// (docs/BENCHMARKS.md, "ReadMostly's read side"). An epoch scheme of ours could match liburcu only by re-implementing the membarrier
 // dance; liburcu is mature and already a dependency, so kRcu uses its inlined read
 // side. The price is on the writer: replace() takes microseconds (more while readers
 // are inside), which is fine for a table replaced a few times per VM lifetime.

@@ -9,16 +9,16 @@
 //    critical sections of a few instructions, as WorkQueue does.
 //
 // Design note: this is the userspace stand-in for the kernel's
-// spin_lock_irqsave(&dev->work_lock) in vhost_work_queue(), which is what seed
-// 000 measured. It is a test-and-test-and-set lock: waiters spin on a plain load
+// spin_lock_irqsave(&dev->work_lock) in vhost_work_queue(), the lock the Linux patch
+// "vhost: reduce spin_lock race in vhost_work_queue" (2013) shortened. It is a test-and-test-and-set lock: waiters spin on a plain load
 // (the cache line stays shared while the lock is held) and only try the
 // exchange when the lock looks free, with exponential backoff between tries to
 // spread out the stampede at release. The kernel disables preemption while the
 // lock is held; userspace cannot, so on an oversubscribed machine (256 producers
 // on 2 cores) the holder can be descheduled mid-section. A waiter that has spun
 // through its whole backoff budget therefore yields its CPU (sched_yield) so the
-// holder can run; without that, spinners burn full time slices and a 256-thread
-// run takes minutes instead of milliseconds. The yield changes only how waiters
+// holder can run; without that, spinners burn whole time slices behind a holder
+// that is not running. The yield changes only how waiters
 // wait, not what the lock guarantees.
 #pragma once
 

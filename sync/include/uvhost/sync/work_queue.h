@@ -51,13 +51,15 @@
 // of a virtqueue. Not a general thread pool.
 //
 // Design note - the three enqueue strategies (EnqueueStrategy), measured by
-// `uvhost lab workqueue` (seed 000):
+// `uvhost lab workqueue` (the question of the Linux patch "vhost: reduce spin_lock
+// race in vhost_work_queue", 2013):
 //  (a) kLockedWake: spinlock; set queued bit; append to the FIFO list; wake the
 //      worker if parked; unlock. The kernel before 2013: the futex syscall runs
 //      inside the critical section, so every other producer (and the worker
 //      taking its batch) spins behind a syscall.
-//  (b) kUnlockThenWake: as (a) but the wake happens after unlock - seed 000's
-//      patch. Same throughput, less time spent spinning.
+//  (b) kUnlockThenWake: as (a) but the wake happens after unlock - that 2013
+//      patch: wake_up_process() moved out of the work_lock critical section, so
+//      other producers no longer spin behind the syscall.
 //  (c) kLockless: set queued bit (atomic exchange); push on a lock-free LIFO
 //      (CAS on its head); wake if parked. The worker takes the whole stack with
 //      one exchange and reverses it to FIFO (Linux today: llist_add,
@@ -92,13 +94,14 @@
 
 #include "uvhost/base/name_table.h"
 #include "uvhost/base/single_writer_counter.h"
+#include "uvhost/sync/thread_annotations.h"
 #include "uvhost/sync/work_list_spinlock.h"
 
 namespace uvhost::sync {
 
 enum class EnqueueStrategy : uint8_t {
   kLockedWake,      // (a) wake-up while holding the list spinlock (pre-2013 kernel)
-  kUnlockThenWake,  // (b) wake-up after unlocking (seed 000's patch)
+  kUnlockThenWake,  // (b) wake-up after unlocking (the 2013 vhost_work_queue patch)
   kLockless,        // (c) lock-free LIFO + per-item queued bit (Linux today)
 };
 
@@ -182,7 +185,7 @@ class WorkQueue {
   void flush();
   // Runs everything queued so far, then joins the worker. Idempotent. Must not
   // race with queue() (stop producers first) or with stats().
-  void stop();
+  void stop() UVHOST_EXCLUDES(lifecycle_mutex_);
 
   void set_strategy(EnqueueStrategy strategy) noexcept {
     // relaxed: any strategy is safe at any moment (the worker drains both lists);
@@ -194,7 +197,8 @@ class WorkQueue {
   WorkQueueStats stats() const;
   // True if an item (or a flush marker) is queued and not yet taken by the worker.
   // A hint: it may change right after the call. (The busy-polling datapath asks it
-  // to decide whether to stop polling: seed 003's "any work" exit.)
+  // to decide whether to stop polling: ExitPolicy::kAnyWork, the exit before the Linux
+  // patch "vhost: make busyloop_intr more accurate".)
   bool has_pending() noexcept;
   // Worker thread only (from inside a WorkItem): has_pending(), or items of the batch
   // being run that come after the current one. A handler that polls without end (a
@@ -218,7 +222,7 @@ class WorkQueue {
   // has_other_work()).
   void run_chain(WorkItem* first, WorkItem* after);
   void worker_main();
-  int64_t read_worker_cpu_ns() const noexcept;
+  int64_t read_worker_cpu_ns() const noexcept UVHOST_EXCLUDES(lifecycle_mutex_);
 
   std::atomic<EnqueueStrategy> strategy_;
 
@@ -245,10 +249,10 @@ class WorkQueue {
   alignas(64) std::atomic<uint64_t> wakeups_{0};
 
   // Guards worker_ against join() racing a CPU-clock read in stats().
-  mutable std::mutex lifecycle_mutex_;
+  mutable Mutex lifecycle_mutex_;
   IdleWaiter* const idle_waiter_;  // nullptr: futex; set before the thread starts
   const std::string thread_name_;  // set before the thread starts
-  std::thread worker_;
+  std::thread worker_ UVHOST_GUARDED_BY(lifecycle_mutex_);  // started by the constructor
 };
 
 }  // namespace uvhost::sync

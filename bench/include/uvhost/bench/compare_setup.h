@@ -1,0 +1,55 @@
+// compare_setup.h - how `uvhost bench compare` and `uvhost bench calibrate` are set up
+// from what their user asked for: the policy the commands share, so the CLI only
+// parses flags and calls in.
+//
+// Contract
+//  - kRunRetries: how many more times a failed run is tried (bench_report.h,
+//    retrying()). Why more than none: a rare stall of one run must not throw away a
+//    comparison of hundreds of runs; why so few: a run that keeps failing is a real
+//    problem, and it is rethrown.
+//  - real_runner(options, failures) / real_pair_runner(options, failures): one real
+//    run of the whole stack (run_point / run_point_interleaved with `options`), a
+//    failed run repeated kRunRetries times and counted in `*failures`. real_runner
+//    with options.frontend == kQemu first checks that the guest image exists (throws
+//    std::runtime_error saying how to build it).
+//  - choose_interleave(request, frontend, a, b): kRuns when asked for; else kSlices
+//    (with the keys switched live) when A and B differ only in what a running backend
+//    switches live (live_switch.h) and the frontend is ours; else kRuns with the
+//    reason in `why_runs`, and `refused` set when slices were asked for explicitly.
+//  - choose_calibrate_interleave(request, frontend, base): the same for calibrate's A
+//    and B = A plus injected frontend work (a difference that is always live).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "uvhost/bench/ab_compare.h"
+#include "uvhost/bench/workload.h"
+
+namespace uvhost::bench {
+
+inline constexpr int kRunRetries = 2;
+
+Runner real_runner(const RunOptions& options, std::shared_ptr<size_t> failures);
+PairRunner real_pair_runner(const RunOptions& options, std::shared_ptr<size_t> failures);
+
+// What the user asked for (--interleave auto, runs or slices).
+enum class InterleaveRequest { kAuto, kRuns, kSlices };
+std::optional<InterleaveRequest> parse_interleave_request(std::string_view name) noexcept;  // "auto", "runs", "slices"
+
+struct InterleaveChoice {
+  Interleave interleave = Interleave::kRuns;
+  std::vector<std::string> live_keys;  // kSlices: what is switched live
+  std::string why_runs;                // kRuns not asked for: why slices are not possible
+  bool refused = false;                // slices asked for and not possible (why_runs says why)
+};
+
+InterleaveChoice choose_interleave(InterleaveRequest request, Frontend frontend, const Config& a, const Config& b);
+InterleaveChoice choose_calibrate_interleave(InterleaveRequest request, Frontend frontend, const Config& base);
+
+}  // namespace uvhost::bench

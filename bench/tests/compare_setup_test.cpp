@@ -1,0 +1,60 @@
+// compare_setup_test.cpp - how compare and calibrate choose between whole runs and
+// live-switched slices (the policy the CLI hands to the bench library).
+#include "uvhost/bench/compare_setup.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace uvhost::bench {
+namespace {
+
+Config with_port_key(const char* key, const char* value) {
+  Config config;
+  config.port_keys.emplace_back(key, value);
+  return config;
+}
+
+TEST(CompareSetup, ParsesTheInterleaveFlag) {
+  EXPECT_EQ(parse_interleave_request("auto"), InterleaveRequest::kAuto);
+  EXPECT_EQ(parse_interleave_request("runs"), InterleaveRequest::kRuns);
+  EXPECT_EQ(parse_interleave_request("slices"), InterleaveRequest::kSlices);
+  EXPECT_FALSE(parse_interleave_request("sometimes"));
+}
+
+// A against B = A with poll=busy, a difference a running backend switches live.
+InterleaveChoice choose_for_poll_busy(InterleaveRequest request, Frontend frontend) {
+  return choose_interleave(request, frontend, Config{}, with_port_key("poll", "busy"));
+}
+
+TEST(CompareSetup, RunsWhenAskedForWithoutAReason) {
+  const InterleaveChoice choice = choose_for_poll_busy(InterleaveRequest::kRuns, Frontend::kEmbedded);
+  EXPECT_EQ(choice.interleave, Interleave::kRuns);
+  EXPECT_TRUE(choice.why_runs.empty() && !choice.refused);
+}
+
+TEST(CompareSetup, LiveSwitchableDifferenceGoesInSlices) {
+  const InterleaveChoice choice = choose_for_poll_busy(InterleaveRequest::kAuto, Frontend::kEmbedded);
+  EXPECT_EQ(choice.interleave, Interleave::kSlices);
+  EXPECT_EQ(choice.live_keys, std::vector<std::string>{"poll"});
+  EXPECT_TRUE(choice.why_runs.empty());
+}
+
+TEST(CompareSetup, TheQemuFrontendRunsEachSideOnItsOwn) {
+  const InterleaveChoice automatic = choose_for_poll_busy(InterleaveRequest::kAuto, Frontend::kQemu);
+  EXPECT_EQ(automatic.interleave, Interleave::kRuns);
+  EXPECT_FALSE(automatic.why_runs.empty() || automatic.refused);
+  const InterleaveChoice asked = choose_for_poll_busy(InterleaveRequest::kSlices, Frontend::kQemu);
+  EXPECT_EQ(asked.interleave, Interleave::kRuns);
+  EXPECT_TRUE(asked.refused);
+}
+
+TEST(CompareSetup, CalibrateSlicesItsInjectedWork) {
+  const InterleaveChoice choice = choose_calibrate_interleave(InterleaveRequest::kAuto, Frontend::kEmbedded, Config{});
+  EXPECT_EQ(choice.interleave, Interleave::kSlices);
+  EXPECT_EQ(choice.live_keys, std::vector<std::string>{"spin_ns"});
+}
+
+}  // namespace
+}  // namespace uvhost::bench
