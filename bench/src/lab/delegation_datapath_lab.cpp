@@ -15,19 +15,19 @@
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lock_runners.h"
 #include "uvhost/bench/table.h"
-#include "uvhost/datapath/packet_pool.h"
-#include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/experiments/packet_pool.h"
+#include "uvhost/experiments/shared_tx_queue.h"
 #include "uvhost/sync/cpu_relax.h"
 
 namespace uvhost::bench::lab {
 namespace {
 
-using datapath::BufferId;
-using datapath::kNoBuffer;
-using datapath::PacketPool;
-using datapath::SectionLock;
-using datapath::SharedTxQueue;
-using datapath::TxDescriptor;
+using experiments::BufferId;
+using experiments::kNoBuffer;
+using experiments::PacketPool;
+using experiments::SectionLock;
+using experiments::SharedTxQueue;
+using experiments::TxDescriptor;
 
 using LockFactory = std::unique_ptr<SectionLock> (*)();
 
@@ -36,7 +36,7 @@ struct LockEntry {
   LockFactory make;
 };
 
-// The slab lab's runners, each behind datapath::SectionLock (the same lock objects
+// The slab lab's runners, each behind experiments::SectionLock (the same lock objects
 // the slab lab times), less the asynchronous variant (see the header).
 template <class... Runners>
 std::vector<LockEntry> make_entries() {
@@ -44,7 +44,7 @@ std::vector<LockEntry> make_entries() {
   (
       [&] {
         if constexpr (!Runners::kAsyncFlush)
-          entries.push_back({Runners::kName, [] { return datapath::make_section_lock<Runners>(); }});
+          entries.push_back({Runners::kName, [] { return experiments::make_section_lock<Runners>(); }});
       }(),
       ...);
   return entries;
@@ -65,7 +65,7 @@ struct TrialSample {
   uint64_t full = 0;      // txq: push sections that found the queue full
   uint64_t retries = 0;   // txq: push sections that retried part of a burst
   uint64_t dropped_bursts = 0;  // txq: bursts that lost at least one descriptor
-  datapath::SharedTxQueueStats queue;  // txq: the queue's counters after the run
+  experiments::SharedTxQueueStats queue;  // txq: the queue's counters after the run
   int64_t cpu_ns = 0;     // all threads
   int64_t wall_ns = 0;
 };
@@ -142,7 +142,7 @@ uint64_t stamp_of(std::size_t thread, uint64_t cycle) { return (uint64_t(thread)
 TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, const LockEntry& lock) {
   const auto& c = options.common;
   const auto threads = static_cast<std::size_t>(thread_count);
-  datapath::PacketPoolOptions po;
+  experiments::PacketPoolOptions po;
   po.buffer_size = options.buffer_size;
   po.cache_capacity = options.cache_capacity;
   po.batch = c.batch;

@@ -8,7 +8,7 @@
 // std::mutex with its verdict, fairness, CPU per critical section, invariants checked
 // after each run):
 //
-//  - "pool": datapath::PacketPool (2 KiB buffers, per-thread caches of
+//  - "pool": experiments::PacketPool (2 KiB buffers, per-thread caches of
 //    `cache_capacity`, refilled / flushed `batch` at a time under the lock). Each
 //    thread models a queue that posts `ring` receive buffers and then completes them:
 //    it gets `ring` buffers (stamping each with its owner), then checks each stamp and
@@ -17,7 +17,7 @@
 //    buffers it allocates are freed elsewhere. An op is one refill or flush section.
 //    After each run: every buffer back on the shared list exactly once, and no stamp
 //    overwritten while its owner held the buffer (no buffer handed out twice).
-//  - "txq": datapath::SharedTxQueue (`txq_capacity` descriptors) shared by all the
+//  - "txq": experiments::SharedTxQueue (`txq_capacity` descriptors) shared by all the
 //    `threads` workers (more workers than queues: one queue), plus one consumer thread
 //    draining it in bursts of up to `consumer_burst` (each pop a section under the same
 //    lock: the consumer contends with the workers), popping again at once while its
@@ -40,7 +40,7 @@
 // scheduled after the stop signal on a loaded machine, so every thread has figures.
 //
 // The asynchronous variant ("delegation-async") belongs to the slab structure: the
-// pool and the queue take their lock through datapath::SectionLock, which runs
+// pool and the queue take their lock through experiments::SectionLock, which runs
 // sections synchronously, so that lock is skipped here.
 #pragma once
 
