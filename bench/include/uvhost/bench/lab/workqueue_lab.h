@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
@@ -97,16 +97,28 @@ struct StrategyVerdicts {
 };
 StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& base_throughput,
                                    const Summary& worker_cpu, const Summary& base_worker_cpu);
-struct StrategyVerdictRow {
-  int count = 0;  // producers (sync half) or queues (datapath half)
-  sync::EnqueueStrategy strategy = sync::EnqueueStrategy::kLockless;
-  StrategyVerdicts verdicts;
+// What both halves (this one and workqueue_datapath_lab.h) print per sweep, where
+// `count` is producers or queues: the upstream table (count | throughput | worker % per
+// strategy, worker-CPU ratios vs the first strategy), then every strategy's verdicts
+// against the first (count | strategy | throughput ×base | verdict | worker CPU ×base |
+// verdict) with a line saying which way is better.
+struct StrategyFigures {
+  const Summary* throughput;
+  const Summary* worker_cpu;
 };
-// The verdict table both halves print: count | strategy | throughput ×base | verdict |
-// worker CPU ×base | verdict, with a line saying which way is better.
-void print_strategy_verdicts(const std::string& count_header, const std::string& throughput_name,
-                             sync::EnqueueStrategy baseline, const std::vector<StrategyVerdictRow>& rows,
-                             std::ostream& out);
+using StrategyCellAt = std::function<StrategyFigures(int count, sync::EnqueueStrategy)>;
+struct StrategySweepNames {
+  std::string count_header;     // "threads", "queues"
+  std::string tp_column;        // after the strategy's name: "tp (items/s)", "kicks/s"
+  std::string throughput_name;  // "throughput", "kicks handled/s"
+};
+void print_strategy_sweep(const StrategySweepNames& names, const std::vector<int>& counts,
+                          const std::vector<sync::EnqueueStrategy>& strategies, const StrategyCellAt& at,
+                          std::ostream& out);
+// A cell's "vs_first_strategy" JSON: the first strategy's name, the throughput (under
+// `throughput_key`) and worker CPU ratios with their verdicts.
+nlohmann::json strategy_vs_first(const StrategyFigures& cell, const StrategyFigures& base,
+                                 sync::EnqueueStrategy first, const std::string& throughput_key);
 
 // The seed's table (threads | tp | worker% per strategy, with worker-CPU ratios
 // against the first strategy), the verdicts against the first strategy, then a
