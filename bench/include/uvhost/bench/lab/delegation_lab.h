@@ -78,6 +78,10 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 //    CPU ns/CS | cores | fairness | vs std::mutex | verdict, and one point's cells;
 //  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
 //  - point_charts(): the panels of delegation_charts() for any list of points.
+// record_run(): one run's figures from its raw counts (critical sections, the slowest
+// thread's, CPU and wall time); summarize_point(): every figure's Summary.
+void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns);
+void summarize_point(DelegationPoint& p);
 void set_vs_mutex(const std::vector<DelegationPoint*>& points);
 std::vector<std::string> point_headers();
 std::vector<std::string> point_cells(const DelegationPoint& p);
