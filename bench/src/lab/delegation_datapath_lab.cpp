@@ -1,4 +1,4 @@
-// delegation_datapath_lab.cpp - seed 004's experiment on the packet pool and the shared
+// delegation_datapath_lab.cpp - the delegation lab on the packet pool and the shared
 // TX queue (see delegation_datapath_lab.h for the workloads and what is reported).
 #include "uvhost/bench/lab/delegation_datapath_lab.h"
 
@@ -402,12 +402,12 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
   const bool pool = o.structure == "pool";
   if (pool) {
     out << fmt::format(
-        "Seed 004 on the datapath: PacketPool ({} B buffers, per-thread caches of {}, refill/flush {} at a time),\n"
+        "Delegation lock on the datapath: PacketPool ({} B buffers, per-thread caches of {}, refill/flush {} at a time),\n"
         "each thread gets {} buffers then puts them back; an op is one refill or flush section.\n",
         o.buffer_size, o.cache_capacity, c.batch, o.ring);
   } else {
     out << fmt::format(
-        "Seed 004 on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping up to\n"
+        "Delegation lock on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping up to\n"
         "{} at a time under the same lock; each worker pushes bursts of {}, and on a full queue backs off and retries\n"
         "the rest up to {} times before dropping it. An op is one push section, try or retry (CPU includes the\n"
         "consumer's); pkts/s = accepted descriptors/s (the throughput), full = push sections that found the queue full.\n",
@@ -460,7 +460,7 @@ nlohmann::json to_json(const DatapathLabReport& report) {
   const auto& c = o.common;
   nlohmann::json j;
   j["experiment"] = "delegation";
-  j["seed"] = "004";
+  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
   j["structure"] = o.structure;
   j["options"] = {{"threads", c.threads},
                   {"runs", c.runs},

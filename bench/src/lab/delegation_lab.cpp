@@ -1,4 +1,4 @@
-// delegation_lab.cpp - seed 004's experiment (see delegation_lab.h for what it reports).
+// delegation_lab.cpp - the delegation-lock lab on SLAB sections (see delegation_lab.h).
 #include "uvhost/bench/lab/delegation_lab.h"
 
 #include <algorithm>
@@ -261,7 +261,7 @@ std::vector<BarChart> point_charts(const std::string& structure, const std::vect
 void print_delegation_table(const DelegationLabReport& report, std::ostream& out) {
   const auto& o = report.options;
   out << fmt::format(
-      "Seed 004: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
+      "Delegation lock: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
       "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
       o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
   TextTable table(point_headers());
@@ -285,7 +285,7 @@ nlohmann::json to_json(const DelegationLabReport& report) {
   const auto& o = report.options;
   nlohmann::json j;
   j["experiment"] = "delegation";
-  j["seed"] = "004";
+  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
   j["options"] = {{"threads", o.threads}, {"runs", o.runs}, {"duration_ms", o.duration_ms},
                   {"batch", o.batch},     {"private_work", o.private_work},
                   {"pool_objects", o.pool_objects}, {"objects_per_slab", o.objects_per_slab}};

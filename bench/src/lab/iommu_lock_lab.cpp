@@ -422,7 +422,7 @@ void print_verdict_table(const IommuLockLabResult& result, IommuMix mix, std::os
 
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
   const IommuLockLabConfig& config = result.config;
-  // The seed's shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
+  // vfio's table shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
   // workload (here: reader threads), the cost of the lock per lookup, relative to B.
   for (IommuMix mix : config.mixes) {
     out << fmt::format("mix {}: wall ns per translation (mean ±95% CI), (× ratio vs mutex ±CI)\n",

@@ -1,4 +1,4 @@
-// workqueue_datapath_lab.cpp - seed 000 on the datapath Worker (see
+// workqueue_datapath_lab.cpp - the work-queue lab on the datapath Worker (see
 // workqueue_datapath_lab.h for the method).
 #include "uvhost/bench/lab/workqueue_datapath_lab.h"
 

@@ -37,7 +37,7 @@ struct ProducerResult {
 // items round-robin. It gets enough items that each is offered at most
 // kMaxOffersPerItem times a second, so in paced mode an offer almost never finds
 // its item still queued (coalesced) and throughput equals the offered rate for
-// every strategy - the seed's "same throughput" condition.
+// every strategy - the upstream patch's "same throughput" condition.
 constexpr double kMaxOffersPerItem = 1000;
 
 struct Producer {
@@ -234,7 +234,7 @@ StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& bas
 
 void print_strategy_sweep(const StrategySweepNames& names, const std::vector<int>& counts,
                           const std::vector<EnqueueStrategy>& strategies, const StrategyCellAt& at, std::ostream& out) {
-  // The seed table: count | throughput | worker % per strategy, then worker-CPU ratios
+  // The upstream table: count | throughput | worker % per strategy, then worker-CPU ratios
   // against the first strategy (the "original" column of the upstream measurement).
   const std::string base(sync::to_string(strategies[0]));
   std::vector<std::string> headers{names.count_header};
