@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "commands.h"
@@ -33,15 +34,10 @@ struct WorkqueueOptions {
 };
 
 bench::lab::WorkqueueDatapathConfig datapath_config(const WorkqueueOptions& options) {
-  const auto& sync_config = options.config;
+  const auto& s = options.config;  // the sync half's flags, shared by both halves
   bench::lab::WorkqueueDatapathConfig config;
-  config.queues = options.queues;
-  config.strategies = sync_config.strategies;
-  config.runs = sync_config.runs;
-  config.duration_ms = sync_config.duration_ms;
-  config.saturate = sync_config.saturate;
-  config.rate = sync_config.rate;
-  config.work_ns = sync_config.work_ns;
+  std::tie(config.queues, config.strategies, config.runs, config.duration_ms, config.saturate, config.rate,
+           config.work_ns) = std::tie(options.queues, s.strategies, s.runs, s.duration_ms, s.saturate, s.rate, s.work_ns);
   config.paths.clear();
   for (const auto& name : options.kick_paths) {
     if (name != "eventfd" && name != "inject") {
