@@ -1,4 +1,5 @@
-// lab_delegation.cpp - `uvhost lab delegation`: seed 004's experiment, on the SLAB
+// lab_delegation.cpp - `uvhost lab delegation`: a delegation lock (flat combining /
+// ffwd style: the lock holder runs the waiters' critical sections) on the SLAB
 // sections (--structure slab, the default) or the datapath's packet pool and shared TX
 // queue (pool, txq; bench/lab/delegation_datapath_lab.h); each lock's ops/s against
 // std::mutex with a verdict, `--json` and `--plot`.
@@ -17,15 +18,13 @@ namespace uvhost::cli {
 void add_lab_delegation(CLI::App& lab) {
   auto* cmd = lab.add_subcommand(
       "delegation",
-      "Seed 004: delegation lock vs qspinlock, CK and std locks on SLAB refill/flush critical sections, "
+      "Delegation lock vs qspinlock, CK and std locks on SLAB refill/flush critical sections, "
       "a packet pool and a shared TX queue");
   struct Flags {
     bench::lab::DelegationLabOptions options;
     bench::lab::DatapathLabOptions datapath;  // its `common` is `options`, copied at run time
     std::vector<std::string> structures{"slab"};
-    std::string json_path;
-    std::string plot_path;
-    bool quiet = false;
+    LabOutputFlags output;
     bool list = false;
   };
   auto flags = std::make_shared<Flags>();
@@ -63,18 +62,15 @@ void add_lab_delegation(CLI::App& lab) {
                   "the rest (0: drop at once)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
-  cmd->add_option("--json", flags->json_path, "Also write all samples and summaries as JSON to this file");
-  cmd->add_option("--plot", flags->plot_path,
-                  "Also draw ops/s and CPU ns per critical section per lock and thread count, per structure "
-                  "(.png or .svg, with gnuplot)");
-  cmd->add_flag("--quiet", flags->quiet, "No progress lines");
+  add_lab_output_flags(*cmd, flags->output,
+                       "ops/s and CPU ns per critical section per lock and thread count, per structure");
   cmd->add_flag("--list", flags->list, "List the locks and exit");
   cmd->callback([flags] {
     if (flags->list) {
       for (const auto& name : bench::lab::delegation_lab_locks()) fmt::print("{}\n", name);
       return;
     }
-    std::ostream* progress = flags->quiet ? nullptr : &std::cerr;
+    std::ostream* progress = flags->output.quiet ? nullptr : &std::cerr;
     std::vector<nlohmann::json> reports;
     std::vector<bench::BarChart> charts;
     bool first = true;
@@ -99,14 +95,12 @@ void add_lab_delegation(CLI::App& lab) {
       }
       std::cout << std::flush;
     }
-    if (!flags->json_path.empty()) {
-      // One structure: its report, as before (with "structure"); several: all of them.
-      nlohmann::json out_json = reports.size() == 1
-                                    ? reports.front()
-                                    : nlohmann::json{{"experiment", "delegation"}, {"seed", "004"}, {"reports", reports}};
-      write_lab_json("delegation", flags->json_path, out_json);
-    }
-    if (!flags->plot_path.empty()) write_lab_plot("delegation", flags->plot_path, charts, 2);
+    // One structure: its report (with "structure"); several: all of them.
+    const nlohmann::json json = reports.size() == 1 ? reports.front()
+                                                    : nlohmann::json{{"experiment", "delegation"},
+                                                                     {"seed", "004"},  // the key tools read
+                                                                     {"reports", reports}};
+    write_lab_outputs("delegation", flags->output, json, charts);
   });
 }
 

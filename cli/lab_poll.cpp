@@ -1,7 +1,8 @@
-// lab_poll.cpp - `uvhost lab busypoll` (seed 001) and `uvhost lab busyloop-intr`
-// (seed 003): poll-mode and poll-exit configurations of a `uvhost serve` port against a
+// lab_poll.cpp - `uvhost lab busypoll` (vhost-net busy polling before sleeping) and
+// `uvhost lab busyloop-intr` (ending a busy poll only on this queue's work): poll-mode
+// and poll-exit configurations of a `uvhost serve` port against a
 // baseline, on the real stack (our frontend, real sockets, eventfds, worker threads),
-// interleaved, with the seeds' +thu% / +normalize% tables (bench/lab/config_matrix.h).
+// interleaved, with the upstream patches' +thu% / +normalize% tables (bench/lab/config_matrix.h).
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -130,7 +131,7 @@ void run_matrix_lab(const std::string& name, const std::string& intro, const std
 
 void add_lab_busypoll(CLI::App& lab) {
   auto* cmd = lab.add_subcommand("busypoll",
-                                 "Seed 001: notify vs busy polling (busy, always, adaptive) on rr, stream-tx and "
+                                 "vhost-net busy polling: notify vs busy polling (busy, always, adaptive) on rr, stream-tx and "
                                  "stream-rx: +thu% and +normalize% per size and sessions");
   auto o = std::make_shared<MatrixLabOptions>();
   o->workloads = {"rr", "stream-tx", "stream-rx"};
@@ -164,7 +165,7 @@ void add_lab_busypoll(CLI::App& lab) {
 void add_lab_busyloop_intr(CLI::App& lab) {
   auto* cmd = lab.add_subcommand(
       "busyloop-intr",
-      "Seed 003: what ends a busy poll: any pending work (before) vs work for this queue only (accurate), "
+      "vhost-net busyloop exit: what ends a busy poll: any pending work (before) vs work for this queue only (accurate), "
       "with several queues on one worker");
   auto o = std::make_shared<MatrixLabOptions>();
   o->workloads = {"rr", "stream-tx"};

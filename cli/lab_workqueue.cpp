@@ -1,5 +1,6 @@
-// lab_workqueue.cpp - `uvhost lab workqueue` (seed 000): enqueue strategies of
-// vhost_work_queue, throughput and worker CPU with 95% confidence intervals and a
+// lab_workqueue.cpp - `uvhost lab workqueue`: enqueue strategies of the Linux vhost
+// worker's vhost_work_queue (wake inside the lock, "wake up the worker outside the
+// lock", a lock-free list), throughput and worker CPU with 95% confidence intervals and a
 // verdict against the first strategy. The sync half measures the WorkQueue alone;
 // `--datapath` adds (and `--datapath-only` runs only) the half on the real
 // datapath::Worker, kicked through eventfds.
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "commands.h"
@@ -23,9 +25,7 @@ namespace {
 struct WorkqueueOptions {
   bench::lab::WorkqueueLabConfig config;
   std::vector<std::string> strategies{"locked_wake", "unlock_wake", "lockless"};
-  std::string json_path;
-  std::string plot_path;
-  bool quiet = false;
+  LabOutputFlags output;
   // The datapath half.
   bool datapath = false;
   bool datapath_only = false;
@@ -34,25 +34,17 @@ struct WorkqueueOptions {
 };
 
 bench::lab::WorkqueueDatapathConfig datapath_config(const WorkqueueOptions& options) {
-  const auto& sync_config = options.config;
+  const auto& s = options.config;  // the sync half's flags, shared by both halves
   bench::lab::WorkqueueDatapathConfig config;
-  config.queues = options.queues;
-  config.strategies = sync_config.strategies;
-  config.runs = sync_config.runs;
-  config.duration_ms = sync_config.duration_ms;
-  config.saturate = sync_config.saturate;
-  config.rate = sync_config.rate;
-  config.work_ns = sync_config.work_ns;
+  std::tie(config.queues, config.strategies, config.runs, config.duration_ms, config.saturate, config.rate,
+           config.work_ns) = std::tie(options.queues, s.strategies, s.runs, s.duration_ms, s.saturate, s.rate, s.work_ns);
   config.paths.clear();
   for (const auto& name : options.kick_paths) {
-    if (name == "eventfd") {
-      config.paths.push_back(bench::lab::KickPath::kEventfd);
-    } else if (name == "inject") {
-      config.paths.push_back(bench::lab::KickPath::kInject);
-    } else {
+    if (name != "eventfd" && name != "inject") {
       fmt::print(stderr, "unknown kick path '{}' (eventfd|inject)\n", name);
       throw CLI::RuntimeError(2);
     }
+    config.paths.push_back(name == "eventfd" ? bench::lab::KickPath::kEventfd : bench::lab::KickPath::kInject);
   }
   return config;
 }
@@ -82,13 +74,11 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     throw CLI::RuntimeError(2);
   }
 
-  auto progress = [&options](const std::string& line) {
-    if (!options.quiet) fmt::print(stderr, "  {}\n", line);
-  };
+  const auto progress = lab_progress(options.output);
   nlohmann::json json;
   std::vector<bench::BarChart> charts;  // the sync half's, then the datapath half's
   if (run_sync) {
-    fmt::print("seed 000: vhost_work_queue - {} producers -> 1 worker, work item = {} ns of CPU\n",
+    fmt::print("vhost_work_queue (the Linux vhost worker) - {} producers -> 1 worker, work item = {} ns of CPU\n",
                fmt::join(config.threads, "/"), config.work_ns);
     if (config.saturate) {
       fmt::print("mode: saturating (producers call queue() in a loop; compare throughput)\n");
@@ -99,18 +89,18 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", config.runs,
                config.duration_ms);
     bench::lab::WorkqueueLabResult result = bench::lab::run_workqueue_lab(config, progress);
-    if (!options.quiet) fmt::print(stderr, "\n");
+    if (!options.output.quiet) fmt::print(stderr, "\n");
     bench::lab::print_workqueue_tables(result, std::cout);
     std::cout.flush();
     json = bench::lab::workqueue_lab_json(result);
     charts = bench::lab::workqueue_charts(result);
   } else {
-    json = {{"experiment", "workqueue"}, {"seed", "000"}};
+    json = {{"experiment", "workqueue"}, {"seed", "000"}};  // the JSON keys the sync half writes
   }
 
   uint64_t lost = 0;
   if (run_datapath) {
-    fmt::print("{}seed 000 on the datapath: {} queues (one producer thread each) -> 1 datapath::Worker, "
+    fmt::print("{}vhost_work_queue on the datapath: {} queues (one producer thread each) -> 1 datapath::Worker, "
                "handler = {} ns of CPU\n",
                run_sync ? "\n" : "", fmt::join(dp_config.queues, "/"), dp_config.work_ns);
     if (dp_config.saturate) {
@@ -121,7 +111,7 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", dp_config.runs,
                dp_config.duration_ms);
     bench::lab::WorkqueueDatapathResult dp_result = bench::lab::run_workqueue_datapath_lab(dp_config, progress);
-    if (!options.quiet) fmt::print(stderr, "\n");
+    if (!options.output.quiet) fmt::print(stderr, "\n");
     bench::lab::print_workqueue_datapath_tables(dp_result, std::cout);
     std::cout.flush();
     json["datapath"] = bench::lab::workqueue_datapath_json(dp_result);
@@ -129,8 +119,7 @@ void run_lab_workqueue(WorkqueueOptions& options) {
     lost = dp_result.total_lost();
   }
 
-  if (!options.json_path.empty()) write_lab_json("workqueue", options.json_path, json);
-  if (!options.plot_path.empty()) write_lab_plot("workqueue", options.plot_path, charts, 2);
+  write_lab_outputs("workqueue", options.output, json, charts);
   if (lost != 0) {
     fmt::print(stderr, "uvhost lab workqueue: {} kicks were never consumed (lost wake-up)\n", lost);
     throw CLI::RuntimeError(1);
@@ -142,7 +131,7 @@ void run_lab_workqueue(WorkqueueOptions& options) {
 void add_lab_workqueue(CLI::App& lab) {
   auto options = std::make_shared<WorkqueueOptions>();
   auto* cmd = lab.add_subcommand(
-      "workqueue", "Seed 000: vhost_work_queue enqueue strategies (wake in lock / after unlock / lockless)");
+      "workqueue", "The vhost worker's vhost_work_queue enqueue strategies (wake in lock / after unlock / lockless)");
   cmd->add_option("--threads", options->config.threads, "Producer thread counts")
       ->delimiter(',')
       ->capture_default_str();
@@ -150,12 +139,7 @@ void add_lab_workqueue(CLI::App& lab) {
                   "Enqueue strategies: locked_wake (a), unlock_wake (b), lockless (c)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--runs", options->config.runs, "Repeated runs per cell (for the confidence interval)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--duration-ms", options->config.duration_ms, "Measured window of one run")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_lab_run_flags(*cmd, options->config.runs, options->config.duration_ms);
   cmd->add_option("--rate", options->config.rate, "Paced mode: total queue() calls per second")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -163,12 +147,8 @@ void add_lab_workqueue(CLI::App& lab) {
   cmd->add_option("--work-ns", options->config.work_ns, "CPU time burned by one work item run (handle_tx)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--json", options->json_path, "Also write all samples and summaries to this JSON file");
-  cmd->add_option(
-      "--plot", options->plot_path,
-      "Also draw throughput and worker CPU per strategy and producer / queue count (.png or .svg, "
-      "with gnuplot)");
-  cmd->add_flag("--quiet", options->quiet, "No per-run progress on stderr");
+  add_lab_output_flags(*cmd, options->output,
+                       "throughput and worker CPU per strategy and producer / queue count");
   cmd->add_flag("--datapath", options->datapath,
                 "After the WorkQueue half, run the strategies on the real datapath::Worker (eventfd kicks)");
   cmd->add_flag("--datapath-only", options->datapath_only, "Run only the datapath::Worker half");

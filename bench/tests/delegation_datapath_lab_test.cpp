@@ -9,7 +9,7 @@
 #include <array>
 #include <sstream>
 
-#include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/experiments/shared_tx_queue.h"
 #include "uvhost/sync/baseline_locks.h"
 
 namespace uvhost::bench::lab {
@@ -84,8 +84,8 @@ TEST(DelegationDatapathLab, TxqRunsEveryLockAndKeepsInvariants) {
 }
 
 TEST(DelegationDatapathLab, TxqTryPushLeavesTheRestWithTheCaller) {
-  using datapath::TxDescriptor;
-  datapath::SharedTxQueue q(4, datapath::make_section_lock<sync::StdMutexLock>());
+  using experiments::TxDescriptor;
+  experiments::SharedTxQueue q(4, experiments::make_section_lock<sync::StdMutexLock>());
   std::array<TxDescriptor, 3> burst{};
   for (std::size_t i = 0; i < burst.size(); ++i) burst[i].cookie = i;
   EXPECT_EQ(q.try_push_burst(burst), 3u);

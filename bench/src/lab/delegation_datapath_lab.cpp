@@ -1,4 +1,4 @@
-// delegation_datapath_lab.cpp - seed 004's experiment on the packet pool and the shared
+// delegation_datapath_lab.cpp - the delegation lab on the packet pool and the shared
 // TX queue (see delegation_datapath_lab.h for the workloads and what is reported).
 #include "uvhost/bench/lab/delegation_datapath_lab.h"
 
@@ -11,23 +11,25 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/lock_runners.h"
 #include "uvhost/bench/table.h"
-#include "uvhost/datapath/packet_pool.h"
-#include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/experiments/packet_pool.h"
+#include "uvhost/experiments/shared_tx_queue.h"
 #include "uvhost/sync/cpu_relax.h"
 
 namespace uvhost::bench::lab {
 namespace {
 
-using datapath::BufferId;
-using datapath::kNoBuffer;
-using datapath::PacketPool;
-using datapath::SectionLock;
-using datapath::SharedTxQueue;
-using datapath::TxDescriptor;
+using experiments::BufferId;
+using experiments::kNoBuffer;
+using experiments::PacketPool;
+using experiments::SectionLock;
+using experiments::SharedTxQueue;
+using experiments::TxDescriptor;
 
 using LockFactory = std::unique_ptr<SectionLock> (*)();
 
@@ -36,7 +38,7 @@ struct LockEntry {
   LockFactory make;
 };
 
-// The slab lab's runners, each behind datapath::SectionLock (the same lock objects
+// The slab lab's runners, each behind experiments::SectionLock (the same lock objects
 // the slab lab times), less the asynchronous variant (see the header).
 template <class... Runners>
 std::vector<LockEntry> make_entries() {
@@ -44,7 +46,7 @@ std::vector<LockEntry> make_entries() {
   (
       [&] {
         if constexpr (!Runners::kAsyncFlush)
-          entries.push_back({Runners::kName, [] { return datapath::make_section_lock<Runners>(); }});
+          entries.push_back({Runners::kName, [] { return experiments::make_section_lock<Runners>(); }});
       }(),
       ...);
   return entries;
@@ -65,7 +67,7 @@ struct TrialSample {
   uint64_t full = 0;      // txq: push sections that found the queue full
   uint64_t retries = 0;   // txq: push sections that retried part of a burst
   uint64_t dropped_bursts = 0;  // txq: bursts that lost at least one descriptor
-  datapath::SharedTxQueueStats queue;  // txq: the queue's counters after the run
+  experiments::SharedTxQueueStats queue;  // txq: the queue's counters after the run
   int64_t cpu_ns = 0;     // all threads
   int64_t wall_ns = 0;
 };
@@ -108,33 +110,15 @@ inline uint64_t private_work(std::size_t iterations, uint64_t seed) {
   return h;
 }
 
-// Starts `count` threads running body(index, record), lets them go together, stops
-// them after the run's duration and returns the wall time until the last one ended.
+// The engine's run_threads_for(), with one ThreadRecord per thread (its CPU filled in).
 template <class Body>
 int64_t run_threads(std::size_t count, int duration_ms, std::atomic<bool>& stop, std::vector<ThreadRecord>& records,
                     Body body) {
   records.assign(count, ThreadRecord{});
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  threads.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    threads.emplace_back([&, i] {
-      go.wait(false, std::memory_order_acquire);  // acquire: see the structure fully built
-      const int64_t cpu_start = thread_cpu_ns();
-      body(i, records[i]);
-      records[i].cpu_ns = thread_cpu_ns() - cpu_start;
-    });
-  }
-  const int64_t start = monotonic_ns();
-  go.store(true, std::memory_order_release);
-  go.notify_all();
-  std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
-  // relaxed: `stop` is only a hint to finish; results are read after join().
-  stop.store(true, std::memory_order_relaxed);
-  for (auto& t : threads) t.join();
-  // As in the slab lab, the window ends when the last thread is done: finishing a
-  // queued operation after `stop` is part of the lock's cost.
-  return monotonic_ns() - start;
+  std::vector<int64_t> cpu_ns;
+  const int64_t wall = run_threads_for(count, duration_ms, stop, cpu_ns, [&](std::size_t i) { body(i, records[i]); });
+  for (std::size_t i = 0; i < count; ++i) records[i].cpu_ns = cpu_ns[i];
+  return wall;
 }
 
 uint64_t stamp_of(std::size_t thread, uint64_t cycle) { return (uint64_t(thread) << 40) ^ cycle; }
@@ -142,7 +126,7 @@ uint64_t stamp_of(std::size_t thread, uint64_t cycle) { return (uint64_t(thread)
 TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, const LockEntry& lock) {
   const auto& c = options.common;
   const auto threads = static_cast<std::size_t>(thread_count);
-  datapath::PacketPoolOptions po;
+  experiments::PacketPoolOptions po;
   po.buffer_size = options.buffer_size;
   po.cache_capacity = options.cache_capacity;
   po.batch = c.batch;
@@ -361,52 +345,36 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
   report.options = options;
   for (int thread_count : c.threads) {
     std::vector<DatapathPoint> points(chosen.size());
-    for (std::size_t i = 0; i < chosen.size(); ++i) {
-      points[i].base.lock = chosen[i]->name;
-      points[i].base.threads = thread_count;
-    }
-    for (int run = 0; run < c.runs; ++run) {
-      // Rotate the order each run (interleaved: no lock always first).
-      for (std::size_t k = 0; k < chosen.size(); ++k) {
-        const std::size_t i = (k + static_cast<std::size_t>(run)) % chosen.size();
-        const TrialSample s = trial(options, thread_count, *chosen[i]);
-        auto& p = points[i];
-        const double ops = static_cast<double>(std::max<uint64_t>(s.ops, 1));
-        const double wall = static_cast<double>(s.wall_ns);
-        const double mean_ops = static_cast<double>(s.ops) / thread_count;
-        p.base.ops_per_s.push_back(static_cast<double>(s.ops) * 1e9 / wall);
-        p.base.ns_per_cs.push_back(wall / ops);
-        p.base.cpu_ns_per_cs.push_back(static_cast<double>(s.cpu_ns) / ops);
-        p.base.cores.push_back(static_cast<double>(s.cpu_ns) / wall);
-        p.base.fairness.push_back(mean_ops > 0 ? static_cast<double>(s.min_ops) / mean_ops : 0);
-        p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / wall);
-        p.drop_ratio.push_back(s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered)
-                                             : 0);
-        p.full_ratio.push_back(static_cast<double>(s.full) / ops);
-        const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
-        p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
-        p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
-        if (options.structure == "txq")
-          p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
-                                  s.bursts, s.dropped_bursts});
-        if (progress)
-          *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
-                                   thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
-                                   options.structure == "txq"
-                                       ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
-                                                     si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
-                                                     100 * p.full_ratio.back())
-                                       : std::string())
-                    << std::flush;
-      }
-    }
+    for (std::size_t i = 0; i < chosen.size(); ++i)
+      std::tie(points[i].base.lock, points[i].base.threads) = std::tuple(chosen[i]->name, thread_count);
+    interleave(chosen.size(), c.runs, true, [&](int run, std::size_t i) {
+      const TrialSample s = trial(options, thread_count, *chosen[i]);
+      auto& p = points[i];
+      record_run(p.base, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
+      const double wall = static_cast<double>(s.wall_ns);
+      const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
+      p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / wall);
+      p.drop_ratio.push_back(s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered)
+                                           : 0);
+      p.full_ratio.push_back(static_cast<double>(s.full) / static_cast<double>(std::max<uint64_t>(s.ops, 1)));
+      p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
+      p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
+      if (options.structure == "txq")
+        p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
+                                s.bursts, s.dropped_bursts});
+      if (progress)
+        *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
+                                 thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
+                                 options.structure == "txq"
+                                     ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
+                                                   si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
+                                                   100 * p.full_ratio.back())
+                                     : std::string())
+                  << std::flush;
+    });
     std::vector<DelegationPoint*> at_this_count;
     for (auto& p : points) {
-      p.base.ops_per_s_summary = summarize(p.base.ops_per_s);
-      p.base.ns_per_cs_summary = summarize(p.base.ns_per_cs);
-      p.base.cpu_ns_per_cs_summary = summarize(p.base.cpu_ns_per_cs);
-      p.base.cores_summary = summarize(p.base.cores);
-      p.base.fairness_summary = summarize(p.base.fairness);
+      summarize_point(p.base);
       p.items_per_s_summary = summarize(p.items_per_s);
       p.drop_ratio_summary = summarize(p.drop_ratio);
       p.full_ratio_summary = summarize(p.full_ratio);
@@ -434,12 +402,12 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
   const bool pool = o.structure == "pool";
   if (pool) {
     out << fmt::format(
-        "Seed 004 on the datapath: PacketPool ({} B buffers, per-thread caches of {}, refill/flush {} at a time),\n"
+        "Delegation lock on the datapath: PacketPool ({} B buffers, per-thread caches of {}, refill/flush {} at a time),\n"
         "each thread gets {} buffers then puts them back; an op is one refill or flush section.\n",
         o.buffer_size, o.cache_capacity, c.batch, o.ring);
   } else {
     out << fmt::format(
-        "Seed 004 on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping up to\n"
+        "Delegation lock on the datapath: SharedTxQueue ({} descriptors) shared by all workers, one consumer popping up to\n"
         "{} at a time under the same lock; each worker pushes bursts of {}, and on a full queue backs off and retries\n"
         "the rest up to {} times before dropping it. An op is one push section, try or retry (CPU includes the\n"
         "consumer's); pkts/s = accepted descriptors/s (the throughput), full = push sections that found the queue full.\n",
@@ -492,7 +460,7 @@ nlohmann::json to_json(const DatapathLabReport& report) {
   const auto& c = o.common;
   nlohmann::json j;
   j["experiment"] = "delegation";
-  j["seed"] = "004";
+  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
   j["structure"] = o.structure;
   j["options"] = {{"threads", c.threads},
                   {"runs", c.runs},

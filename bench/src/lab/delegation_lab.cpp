@@ -1,4 +1,4 @@
-// delegation_lab.cpp - seed 004's experiment (see delegation_lab.h for what it reports).
+// delegation_lab.cpp - the delegation-lock lab on SLAB sections (see delegation_lab.h).
 #include "uvhost/bench/lab/delegation_lab.h"
 
 #include <algorithm>
@@ -10,8 +10,10 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/slab_pool.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/bench/lab/lock_runners.h"
@@ -19,19 +21,17 @@
 namespace uvhost::bench::lab {
 namespace {
 
-// One run of one lock at one thread count.
+// One run of one lock at one thread count: raw counts (record_run() makes the figures).
 struct TrialSample {
-  double ops_per_s = 0;
-  double ns_per_cs = 0;
-  double cpu_ns_per_cs = 0;
-  double cores = 0;
-  double fairness = 0;
+  uint64_t ops = 0;
+  uint64_t min_ops = 0;  // the slowest thread's
+  int64_t cpu_ns = 0;
+  int64_t wall_ns = 0;
 };
 
 // What each thread records; padded so threads never share a cache line.
 struct alignas(64) ThreadRecord {
   uint64_t ops = 0;
-  int64_t cpu_ns = 0;
   std::vector<uint32_t> cache;     // the thread's array cache, left for the invariant check
   std::vector<uint32_t> outgoing;  // delegation-async: the batch of the flush in flight
 };
@@ -52,83 +52,54 @@ TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
   SharedPool pool(options.pool_objects, options.objects_per_slab);
   Runner runner;
   std::vector<ThreadRecord> records(static_cast<std::size_t>(thread_count));
-  std::atomic<bool> go{false};
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> sink{0};
-
-  std::vector<std::thread> threads;
-  threads.reserve(records.size());
-  for (auto& record : records) {
-    threads.emplace_back([&] {
-      record.cache.reserve(options.batch * 2);
-      go.wait(false, std::memory_order_acquire);  // acquire: see the pool fully built
-      const int64_t cpu_start = thread_cpu_ns();
-      uint64_t ops = 0;
-      uint64_t h = 0;
-      [[maybe_unused]] sync::Completion<void> in_flight;
-      // At least one operation, even for a thread first scheduled after `stop` (a loaded
-      // or sanitized machine): every run then has figures, as in the datapath lab.
-      // relaxed: `stop` is only a hint to finish; results are read after join().
-      do {
-        runner.run([&] { pool.refill(record.cache, options.batch); });
-        h += private_work(record.cache, options.private_work, ops);
-        if constexpr (Runner::kAsyncFlush) {
-          // Hand the batch to the lock and keep working; the previous flush must
-          // have run before its buffer is reused (one flush in flight per thread).
-          if (in_flight.valid()) in_flight.get();
-          const std::size_t n = std::min(options.batch, record.cache.size());
-          record.outgoing.assign(record.cache.end() - static_cast<std::ptrdiff_t>(n), record.cache.end());
-          record.cache.resize(record.cache.size() - n);
-          in_flight = runner.lock.submit([&pool, &record, n] { pool.flush(record.outgoing, n); });
-        } else {
-          runner.run([&] { pool.flush(record.cache, options.batch); });
-        }
-        h += private_work(record.cache, options.private_work, ops + 1);
-        ops += 2;
-      } while (!stop.load(std::memory_order_relaxed));
+  std::vector<int64_t> cpu_ns;
+  const int64_t wall = run_threads_for(records.size(), options.duration_ms, stop, cpu_ns, [&](std::size_t index) {
+    ThreadRecord& record = records[index];
+    record.cache.reserve(options.batch * 2);
+    uint64_t ops = 0;
+    uint64_t h = 0;
+    [[maybe_unused]] sync::Completion<void> in_flight;
+    // At least one operation, even for a thread first scheduled after `stop` (a loaded
+    // or sanitized machine): every run then has figures, as in the datapath lab.
+    // relaxed: `stop` is only a hint to finish; results are read after join().
+    do {
+      runner.run([&] { pool.refill(record.cache, options.batch); });
+      h += private_work(record.cache, options.private_work, ops);
       if constexpr (Runner::kAsyncFlush) {
+        // Hand the batch to the lock and keep working; the previous flush must
+        // have run before its buffer is reused (one flush in flight per thread).
         if (in_flight.valid()) in_flight.get();
+        const std::size_t n = std::min(options.batch, record.cache.size());
+        record.outgoing.assign(record.cache.end() - static_cast<std::ptrdiff_t>(n), record.cache.end());
+        record.cache.resize(record.cache.size() - n);
+        in_flight = runner.lock.submit([&pool, &record, n] { pool.flush(record.outgoing, n); });
+      } else {
+        runner.run([&] { pool.flush(record.cache, options.batch); });
       }
-      record.cpu_ns = thread_cpu_ns() - cpu_start;
-      record.ops = ops;
-      sink.fetch_add(h, std::memory_order_relaxed);
-    });
-  }
-
-  const int64_t start = monotonic_ns();
-  go.store(true, std::memory_order_release);
-  go.notify_all();
-  std::this_thread::sleep_for(std::chrono::milliseconds(options.duration_ms));
-  stop.store(true, std::memory_order_relaxed);
-  for (auto& t : threads) t.join();
-  // The window ends when the last thread is done, not at `stop`: a thread queued
-  // on a lock finishes its operation first, and that time (long for spinning FIFO
-  // locks when oversubscribed) is part of the lock's cost, as is its CPU.
-  const int64_t wall = monotonic_ns() - start;
+      h += private_work(record.cache, options.private_work, ops + 1);
+      ops += 2;
+    } while (!stop.load(std::memory_order_relaxed));
+    if constexpr (Runner::kAsyncFlush) {
+      if (in_flight.valid()) in_flight.get();
+    }
+    record.ops = ops;
+    sink.fetch_add(h, std::memory_order_relaxed);
+  });
 
   std::vector<uint32_t> held;
-  uint64_t total_ops = 0;
-  uint64_t min_ops = UINT64_MAX;
-  int64_t cpu = 0;
-  for (const auto& record : records) {
-    held.insert(held.end(), record.cache.begin(), record.cache.end());
-    held.insert(held.end(), record.outgoing.begin(), record.outgoing.end());
-    total_ops += record.ops;
-    min_ops = std::min(min_ops, record.ops);
-    cpu += record.cpu_ns;
+  TrialSample sample{0, UINT64_MAX, 0, wall};
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    held.insert(held.end(), records[i].cache.begin(), records[i].cache.end());
+    held.insert(held.end(), records[i].outgoing.begin(), records[i].outgoing.end());
+    sample.ops += records[i].ops;
+    sample.min_ops = std::min(sample.min_ops, records[i].ops);
+    sample.cpu_ns += cpu_ns[i];
   }
   std::string why;
   if (!pool.check_invariants(held, why))
     throw std::runtime_error(fmt::format("lock {} broke mutual exclusion: {}", Runner::kName, why));
-
-  TrialSample sample;
-  const double ops = static_cast<double>(std::max<uint64_t>(total_ops, 1));
-  sample.ops_per_s = static_cast<double>(total_ops) * 1e9 / static_cast<double>(wall);
-  sample.ns_per_cs = static_cast<double>(wall) / ops;
-  sample.cpu_ns_per_cs = static_cast<double>(cpu) / ops;
-  sample.cores = static_cast<double>(cpu) / static_cast<double>(wall);
-  const double mean_ops = static_cast<double>(total_ops) / static_cast<double>(thread_count);
-  sample.fairness = mean_ops > 0 ? static_cast<double>(min_ops) / mean_ops : 0;
   return sample;
 }
 
@@ -179,40 +150,44 @@ DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std:
   report.options = options;
   for (int thread_count : options.threads) {
     std::vector<DelegationPoint> points(chosen.size());
-    for (std::size_t i = 0; i < chosen.size(); ++i) {
-      points[i].lock = chosen[i]->name;
-      points[i].threads = thread_count;
-    }
-    for (int run = 0; run < options.runs; ++run) {
-      // Rotate the order each run: A B C, B C A, C A B, ... (interleaved, no lock always first).
-      for (std::size_t k = 0; k < chosen.size(); ++k) {
-        const std::size_t i = (k + static_cast<std::size_t>(run)) % chosen.size();
-        const TrialSample s = chosen[i]->run(options, thread_count);
-        auto& p = points[i];
-        p.ops_per_s.push_back(s.ops_per_s);
-        p.ns_per_cs.push_back(s.ns_per_cs);
-        p.cpu_ns_per_cs.push_back(s.cpu_ns_per_cs);
-        p.cores.push_back(s.cores);
-        p.fairness.push_back(s.fairness);
-        if (progress)
-          *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
-                                   options.runs, p.lock, si(s.ops_per_s))
-                    << std::flush;
-      }
-    }
+    for (std::size_t i = 0; i < chosen.size(); ++i) std::tie(points[i].lock, points[i].threads) = std::tuple(chosen[i]->name, thread_count);
+    interleave(chosen.size(), options.runs, true, [&](int run, std::size_t i) {
+      const TrialSample s = chosen[i]->run(options, thread_count);
+      DelegationPoint& p = points[i];
+      record_run(p, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
+      if (progress)
+        *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
+                                 options.runs, p.lock, si(p.ops_per_s.back()))
+                  << std::flush;
+    });
     std::vector<DelegationPoint*> at_this_count;
     for (auto& p : points) {
-      p.ops_per_s_summary = summarize(p.ops_per_s);
-      p.ns_per_cs_summary = summarize(p.ns_per_cs);
-      p.cpu_ns_per_cs_summary = summarize(p.cpu_ns_per_cs);
-      p.cores_summary = summarize(p.cores);
-      p.fairness_summary = summarize(p.fairness);
+      summarize_point(p);
       at_this_count.push_back(&p);
     }
     set_vs_mutex(at_this_count);
     report.points.insert(report.points.end(), points.begin(), points.end());
   }
   return report;
+}
+
+void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns) {
+  const double sections = static_cast<double>(std::max<uint64_t>(ops, 1));
+  const double wall = static_cast<double>(wall_ns);
+  const double mean_ops = static_cast<double>(ops) / p.threads;
+  p.ops_per_s.push_back(static_cast<double>(ops) * 1e9 / wall);
+  p.ns_per_cs.push_back(wall / sections);
+  p.cpu_ns_per_cs.push_back(static_cast<double>(cpu_ns) / sections);
+  p.cores.push_back(static_cast<double>(cpu_ns) / wall);
+  p.fairness.push_back(mean_ops > 0 ? static_cast<double>(min_ops) / mean_ops : 0);
+}
+
+void summarize_point(DelegationPoint& p) {
+  p.ops_per_s_summary = summarize(p.ops_per_s);
+  p.ns_per_cs_summary = summarize(p.ns_per_cs);
+  p.cpu_ns_per_cs_summary = summarize(p.cpu_ns_per_cs);
+  p.cores_summary = summarize(p.cores);
+  p.fairness_summary = summarize(p.fairness);
 }
 
 void set_vs_mutex(const std::vector<DelegationPoint*>& points) {
@@ -264,40 +239,29 @@ nlohmann::json point_json(const DelegationPoint& p) {
 }
 
 std::vector<BarChart> point_charts(const std::string& structure, const std::vector<const DelegationPoint*>& points) {
-  BarChart ops{structure + ": critical sections per second (higher is better)", "ops/s", {}, {}};
-  BarChart cpu{structure + ": CPU ns per critical section (lower is better)", "CPU ns", {}, {}};
   std::vector<int> thread_counts;
-  std::vector<std::string> locks;
+  std::vector<std::string> locks, groups;
   for (const DelegationPoint* p : points) {
     if (std::find(thread_counts.begin(), thread_counts.end(), p->threads) == thread_counts.end())
       thread_counts.push_back(p->threads);
     if (std::find(locks.begin(), locks.end(), p->lock) == locks.end()) locks.push_back(p->lock);
   }
-  for (int t : thread_counts) {
-    const std::string group = fmt::format("{} thread{}", t, t == 1 ? "" : "s");
-    ops.groups.push_back(group);
-    cpu.groups.push_back(group);
-  }
-  for (const std::string& lock : locks) {
-    BarSeries ops_series{lock, {}, {}};
-    BarSeries cpu_series{lock, {}, {}};
-    for (int t : thread_counts) {
-      const auto it = std::find_if(points.begin(), points.end(),
-                                   [&](const DelegationPoint* p) { return p->lock == lock && p->threads == t; });
-      const Summary none{};
-      add_bar(ops_series, it != points.end() ? (*it)->ops_per_s_summary : none);
-      add_bar(cpu_series, it != points.end() ? (*it)->cpu_ns_per_cs_summary : none);
-    }
-    ops.series.push_back(std::move(ops_series));
-    cpu.series.push_back(std::move(cpu_series));
-  }
-  return {std::move(ops), std::move(cpu)};
+  for (int t : thread_counts) groups.push_back(count_label(t, "thread"));
+  return grouped_charts<DelegationPoint>(
+      {{structure + ": critical sections per second (higher is better)", "ops/s", &DelegationPoint::ops_per_s_summary},
+       {structure + ": CPU ns per critical section (lower is better)", "CPU ns",
+        &DelegationPoint::cpu_ns_per_cs_summary}},
+      groups, locks, [&](std::size_t g, std::size_t l) -> const DelegationPoint* {
+        for (const DelegationPoint* p : points)
+          if (p->lock == locks[l] && p->threads == thread_counts[g]) return p;
+        return nullptr;
+      });
 }
 
 void print_delegation_table(const DelegationLabReport& report, std::ostream& out) {
   const auto& o = report.options;
   out << fmt::format(
-      "Seed 004: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
+      "Delegation lock: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
       "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
       o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
   TextTable table(point_headers());
@@ -321,7 +285,7 @@ nlohmann::json to_json(const DelegationLabReport& report) {
   const auto& o = report.options;
   nlohmann::json j;
   j["experiment"] = "delegation";
-  j["seed"] = "004";
+  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
   j["options"] = {{"threads", o.threads}, {"runs", o.runs}, {"duration_ms", o.duration_ms},
                   {"batch", o.batch},     {"private_work", o.private_work},
                   {"pool_objects", o.pool_objects}, {"objects_per_slab", o.objects_per_slab}};

@@ -1,8 +1,7 @@
-// iommu_lock_lab.cpp - seed 002's experiment (see iommu_lock_lab.h for the method).
+// iommu_lock_lab.cpp - the read-mostly mapping-table lab (see iommu_lock_lab.h).
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include <algorithm>
@@ -11,11 +10,13 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/latency_histogram.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/virtio/guarded_guest_memory.h"
@@ -192,7 +193,7 @@ struct WriterResult {
 void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table,
                  const std::vector<std::unique_ptr<ReaderSlot>>& slots, RunShared& shared, int reads_per_update,
                  WriterResult& out) {
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // 1 us slack: short sleeps stay short
+  fine_timer_slack();
   wait_for_go(shared.go);
   const int64_t cpu_start = thread_cpu_ns();
   const int64_t t0 = monotonic_ns();
@@ -336,38 +337,26 @@ IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
   IommuTable table;
   IommuLockLabResult result;
   result.config = config;
-  const std::size_t policies = config.policies.size();
   for (int threads : config.threads) {
     for (IommuMix mix : config.mixes) {
       const std::size_t first = result.cells.size();
       for (GuardPolicy policy : config.policies) {
-        IommuLockLabCell cell;
-        cell.threads = threads;
-        cell.mix = mix;
-        cell.policy = policy;
-        result.cells.push_back(cell);
+        auto& cell = result.cells.emplace_back();
+        std::tie(cell.threads, cell.mix, cell.policy) = std::tuple(threads, mix, policy);
       }
-      for (int run = 0; run < config.runs; ++run) {
-        // Interleaved, and rotated each run: a b c d, b c d a, c d a b, ...
-        for (std::size_t k = 0; k < policies; ++k) {
-          IommuLockLabCell& cell = result.cells[first + (k + static_cast<std::size_t>(run)) % policies];
-          IommuRunSample s = run_iommu_once(config, table, threads, mix, cell.policy);
-          cell.samples.push_back(s);
-          if (progress) {
-            progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
-                                 "{:.1f} ns CPU, {} updates/s, max {} ns{}",
-                                 threads, mix_label(config, mix), sync::to_string(cell.policy), run + 1,
-                                 config.runs, si(s.translations_per_s), s.wall_ns_per_translation,
-                                 s.cpu_ns_per_translation, si(s.updates_per_s), si(s.max_ns),
-                                 s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
-          }
-        }
-      }
-      for (std::size_t k = 0; k < policies; ++k) {
-        IommuLockLabCell& cell = result.cells[first + k];
-        summarize_fields(cell, kFields);
-        for (const auto& s : cell.samples) cell.mismatches += s.mismatches;
-      }
+      run_cells(
+          result.cells, first, config.runs, true, kFields,
+          [&](const IommuLockLabCell& cell) { return run_iommu_once(config, table, threads, mix, cell.policy); },
+          [&](IommuLockLabCell& cell, const IommuRunSample& s, int run) {
+            cell.mismatches += s.mismatches;
+            if (progress)
+              progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
+                                   "{:.1f} ns CPU, {} updates/s, max {} ns{}",
+                                   threads, mix_label(config, mix), sync::to_string(cell.policy), run + 1,
+                                   config.runs, si(s.translations_per_s), s.wall_ns_per_translation,
+                                   s.cpu_ns_per_translation, si(s.updates_per_s), si(s.max_ns),
+                                   s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
+          });
     }
   }
   return result;
@@ -433,13 +422,13 @@ void print_verdict_table(const IommuLockLabResult& result, IommuMix mix, std::os
 
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
   const IommuLockLabConfig& config = result.config;
-  // The seed's shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
+  // vfio's table shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
   // workload (here: reader threads), the cost of the lock per lookup, relative to B.
   for (IommuMix mix : config.mixes) {
     out << fmt::format("mix {}: wall ns per translation (mean ±95% CI), (× ratio vs mutex ±CI)\n",
                        mix_label(config, mix));
     std::vector<std::string> headers{"policy"};
-    for (int t : config.threads) headers.push_back(fmt::format("{} thread{}", t, t == 1 ? "" : "s"));
+    for (int t : config.threads) headers.push_back(count_label(t, "thread"));
     TextTable seed_table(headers);
     for (GuardPolicy policy : config.policies) {
       std::vector<std::string> row{std::string(sync::to_string(policy))};
@@ -493,34 +482,29 @@ void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out
 
 nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
   const IommuLockLabConfig& c = result.config;
-  nlohmann::json policies = nlohmann::json::array();
-  for (GuardPolicy p : c.policies) policies.push_back(std::string(sync::to_string(p)));
-  nlohmann::json mixes = nlohmann::json::array();
-  for (IommuMix m : c.mixes) mixes.push_back(std::string(to_string(m)));
   nlohmann::json j;
   j["experiment"] = "iommu-lock";
-  j["seed"] = "002";
-  j["config"] = {{"threads", c.threads},         {"policies", policies},
-                 {"mixes", mixes},               {"runs", c.runs},
-                 {"duration_ms", c.duration_ms}, {"reads_per_update", c.reads_per_update},
+  j["seed"] = "002";  // the JSON key tools and tests read: which upstream experiment this is
+  j["config"] = {{"threads", c.threads},
+                 {"policies", names(c.policies, sync::to_string)},
+                 {"mixes", names(c.mixes, [](IommuMix m) { return to_string(m); })},
+                 {"runs", c.runs},
+                 {"duration_ms", c.duration_ms},
+                 {"reads_per_update", c.reads_per_update},
                  {"sample_every", c.sample_every}};
-  nlohmann::json cells = nlohmann::json::array();
-  for (const auto& cell : result.cells) {
-    nlohmann::json samples = nlohmann::json::array();
-    for (const auto& s : cell.samples) {
-      nlohmann::json sample = sample_json(s, kFields);
+  j["cells"] = cells_json(result.cells, kFields, [&](const IommuLockLabCell& cell, nlohmann::json& entry) {
+    for (std::size_t i = 0; i < cell.samples.size(); ++i) {
+      const IommuRunSample& s = cell.samples[i];
+      nlohmann::json& sample = entry["samples"][i];
       sample["translations"] = s.translations;
       sample["updates"] = s.updates;
       sample["mismatches"] = s.mismatches;
       sample["latency_samples"] = s.latency_samples;
-      samples.push_back(std::move(sample));
     }
-    nlohmann::json entry = fields_json(cell, kFields);
     entry["threads"] = cell.threads;
     entry["mix"] = std::string(to_string(cell.mix));
     entry["policy"] = std::string(sync::to_string(cell.policy));
     entry["mismatches"] = cell.mismatches;
-    entry["samples"] = std::move(samples);
     if (const IommuLockLabCell* base = result.find(cell.threads, cell.mix, GuardPolicy::kMutex)) {
       // Each ratio with its verdict ("better": which way is better for that figure).
       const IommuVsMutex v = iommu_vs_mutex(cell, *base);
@@ -531,42 +515,26 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
           {"p999_ns", ratio_json(ratio_vs_baseline(cell.p999_ns, base->p999_ns, Direction::kLowerIsBetter))}};
       if (cell.mix == IommuMix::kMixed) entry["vs_mutex"]["updates_per_s"] = ratio_json(v.updates_per_s);
     }
-    cells.push_back(std::move(entry));
-  }
-  j["cells"] = cells;
+  });
   j["mismatches"] = result.total_mismatches();
   return j;
 }
 
 std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result) {
-  const IommuLockLabConfig& config = result.config;
+  const IommuLockLabConfig& c = result.config;
+  std::vector<std::string> groups;
+  for (int t : c.threads) groups.push_back(count_label(t, "thread"));
   std::vector<BarChart> charts;
-  for (IommuMix mix : config.mixes) {
-    BarChart wall{fmt::format("mix {}: wall ns per translation", mix_label(config, mix)),
-                  "ns (lower is better)",
-                  {},
-                  {}};
-    BarChart cpu{fmt::format("mix {}: CPU ns per translation", mix_label(config, mix)),
-                 "ns (lower is better)",
-                 {},
-                 {}};
-    for (int t : config.threads) {
-      wall.groups.push_back(fmt::format("{} thread{}", t, t == 1 ? "" : "s"));
-      cpu.groups.push_back(wall.groups.back());
-    }
-    for (GuardPolicy policy : config.policies) {
-      BarSeries w{std::string(sync::to_string(policy)), {}, {}};
-      BarSeries c{w.name, {}, {}};
-      for (int t : config.threads) {
-        const IommuLockLabCell* cell = result.find(t, mix, policy);
-        add_bar(w, cell->wall_ns_per_translation);
-        add_bar(c, cell->cpu_ns_per_translation);
-      }
-      wall.series.push_back(std::move(w));
-      cpu.series.push_back(std::move(c));
-    }
-    charts.push_back(std::move(wall));
-    charts.push_back(std::move(cpu));
+  for (IommuMix mix : c.mixes) {
+    const std::string label = mix_label(c, mix);
+    for (auto& chart : grouped_charts<IommuLockLabCell>(
+             {{fmt::format("mix {}: wall ns per translation", label), "ns (lower is better)",
+               &IommuLockLabCell::wall_ns_per_translation},
+              {fmt::format("mix {}: CPU ns per translation", label), "ns (lower is better)",
+               &IommuLockLabCell::cpu_ns_per_translation}},
+             groups, names(c.policies, sync::to_string),
+             [&](std::size_t g, std::size_t p) { return result.find(c.threads[g], mix, c.policies[p]); }))
+      charts.push_back(std::move(chart));
   }
   return charts;
 }

@@ -1,10 +1,8 @@
-// workqueue_datapath_lab.cpp - seed 000 on the datapath Worker (see
+// workqueue_datapath_lab.cpp - the work-queue lab on the datapath Worker (see
 // workqueue_datapath_lab.h for the method).
 #include "uvhost/bench/lab/workqueue_datapath_lab.h"
 
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,11 +12,13 @@
 #include <ostream>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/datapath/worker.h"
 #include "uvhost/base/unique_fd.h"
@@ -30,37 +30,6 @@ using sync::EnqueueStrategy;
 std::string_view to_string(KickPath path) noexcept { return path == KickPath::kEventfd ? "eventfd" : "inject"; }
 
 namespace {
-
-// ---- The handler's fixed work: dependent arithmetic, calibrated once --------------
-
-uint64_t burn(uint64_t iterations) noexcept {
-  uint64_t x = 0x9e3779b97f4a7c15ULL;
-  for (uint64_t i = 0; i < iterations; ++i) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    asm volatile("" : "+r"(x));  // keep the loop: the result is "used"
-  }
-  return x;
-}
-
-double burn_iterations_per_ns() {
-  static const double rate = [] {
-    constexpr uint64_t kIterations = 2'000'000;
-    double best = 0;
-    for (int attempt = 0; attempt < 3; ++attempt) {  // best of 3: least disturbed
-      const int64_t start = thread_cpu_ns();
-      burn(kIterations);
-      const int64_t elapsed = std::max<int64_t>(thread_cpu_ns() - start, 1);
-      best = std::max(best, static_cast<double>(kIterations) / static_cast<double>(elapsed));
-    }
-    return best;
-  }();
-  return rate;
-}
-
-void sleep_until_ns(int64_t deadline_ns) noexcept {
-  timespec ts{deadline_ns / 1'000'000'000, deadline_ns % 1'000'000'000};
-  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
-}
 
 // Worker-only counter, read by the main thread for reporting.
 void bump(std::atomic<uint64_t>& counter, uint64_t by) noexcept {
@@ -115,7 +84,7 @@ void signal(datapath::Worker& worker, LabQueue& q, KickPath path) noexcept {
 
 void producer_main(datapath::Worker& worker, LabQueue& q, KickPath path, const std::atomic<bool>& stop,
                    bool saturate, int64_t interval_ns, int64_t first_deadline_ns) {
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // 1 us slack: paced sleeps end on time
+  fine_timer_slack();
   const int64_t cpu_start = thread_cpu_ns();
   int64_t deadline = first_deadline_ns;
   // relaxed: a stop request only needs to be noticed eventually.
@@ -161,6 +130,10 @@ constexpr Field kFields[] = {
      &WorkqueueDatapathCell::epoll_waits_per_s},
 };
 
+StrategyFigures figures(const WorkqueueDatapathCell& cell) {
+  return {&cell.kicks_handled_per_s, &cell.worker_cpu_pct};
+}
+
 }  // namespace
 
 void validate(const WorkqueueDatapathConfig& config) {
@@ -192,8 +165,7 @@ uint64_t WorkqueueDatapathResult::total_lost() const noexcept {
 
 WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfig& config, KickPath path,
                                                     int queue_count, EnqueueStrategy strategy) {
-  const auto burn_iterations =
-      static_cast<uint64_t>(static_cast<double>(config.work_ns) * burn_iterations_per_ns());
+  const uint64_t burn_iterations = burn_iterations_for(config.work_ns);
   const int64_t interval_ns =
       config.saturate ? 0 : static_cast<int64_t>(static_cast<double>(queue_count) * 1e9 / config.rate);
 
@@ -317,31 +289,21 @@ WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig
     for (int queues : config.queues) {
       const std::size_t first = result.cells.size();
       for (EnqueueStrategy strategy : config.strategies) {
-        WorkqueueDatapathCell cell;
-        cell.path = path;
-        cell.queues = queues;
-        cell.strategy = strategy;
-        result.cells.push_back(cell);
+        auto& cell = result.cells.emplace_back();
+        std::tie(cell.path, cell.queues, cell.strategy) = std::tuple(path, queues, strategy);
       }
-      for (int run = 0; run < config.runs; ++run) {
-        for (std::size_t k = 0; k < config.strategies.size(); ++k) {  // interleaved: a b c a b c
-          WorkqueueDatapathCell& cell = result.cells[first + k];
-          WorkqueueDatapathSample s = run_workqueue_datapath_once(config, path, queues, cell.strategy);
-          cell.samples.push_back(s);
-          if (progress) {
-            progress(fmt::format("path={} queues={} strategy={} run {}/{}: {:.0f} kicks/s written, {:.0f} handled, "
-                                 "{:.0f} handler runs/s, worker {:.1f}%{}",
-                                 to_string(path), queues, sync::to_string(cell.strategy), run + 1, config.runs,
-                                 s.kicks_written_per_s, s.kicks_handled_per_s, s.handler_runs_per_s,
-                                 s.worker_cpu_pct, s.lost ? fmt::format(", {} KICKS LOST", s.lost) : ""));
-          }
-        }
-      }
-      for (std::size_t k = 0; k < config.strategies.size(); ++k) {
-        WorkqueueDatapathCell& cell = result.cells[first + k];
-        summarize_fields(cell, kFields);
-        for (const auto& s : cell.samples) cell.lost += s.lost;
-      }
+      run_cells(
+          result.cells, first, config.runs, false, kFields,
+          [&](const WorkqueueDatapathCell& cell) { return run_workqueue_datapath_once(config, path, queues, cell.strategy); },
+          [&](WorkqueueDatapathCell& cell, const WorkqueueDatapathSample& s, int run) {
+            cell.lost += s.lost;
+            if (progress)
+              progress(fmt::format("path={} queues={} strategy={} run {}/{}: {:.0f} kicks/s written, {:.0f} handled, "
+                                   "{:.0f} handler runs/s, worker {:.1f}%{}",
+                                   to_string(path), queues, sync::to_string(cell.strategy), run + 1, config.runs,
+                                   s.kicks_written_per_s, s.kicks_handled_per_s, s.handler_runs_per_s,
+                                   s.worker_cpu_pct, s.lost ? fmt::format(", {} KICKS LOST", s.lost) : ""));
+          });
     }
   }
   return result;
@@ -354,65 +316,22 @@ StrategyVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
 }
 
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out) {
-  const auto& strategies = result.config.strategies;
-  for (KickPath path : result.config.paths) {
+  const auto& c = result.config;
+  for (KickPath path : c.paths) {
     out << fmt::format("datapath Worker, kick path {}: {}\n", to_string(path),
                        path == KickPath::kEventfd ? "producers write kick eventfds, the worker's epoll queues handlers"
                                                   : "producers queue the handler on the Worker themselves");
-    // The seed's table: queues | handled | worker% per strategy, then worker-CPU ratios.
-    std::vector<std::string> headers{"queues"};
-    for (EnqueueStrategy s : strategies) {
-      headers.push_back(fmt::format("{} kicks/s", sync::to_string(s)));
-      headers.push_back(fmt::format("{} worker %", sync::to_string(s)));
-    }
-    for (std::size_t k = 1; k < strategies.size(); ++k) {
-      headers.push_back(fmt::format("worker {}/{}", sync::to_string(strategies[k]), sync::to_string(strategies[0])));
-    }
-    TextTable seed_table(headers);
-    for (int queues : result.config.queues) {
-      std::vector<std::string> row{std::to_string(queues)};
-      for (EnqueueStrategy s : strategies) {
-        const WorkqueueDatapathCell* cell = result.find(path, queues, s);
-        row.push_back(with_ci(cell->kicks_handled_per_s.mean, cell->kicks_handled_per_s.ci95_half));
-        row.push_back(with_ci(cell->worker_cpu_pct.mean, cell->worker_cpu_pct.ci95_half));
-      }
-      const WorkqueueDatapathCell* base = result.find(path, queues, strategies[0]);
-      for (std::size_t k = 1; k < strategies.size(); ++k) {
-        Ratio r = ratio_of_means(result.find(path, queues, strategies[k])->worker_cpu_pct, base->worker_cpu_pct);
-        row.push_back(with_ci(r.value, r.ci95_half));
-      }
-      seed_table.add_row(std::move(row));
-    }
-    seed_table.print(out);
-    out << "\n";
-
-    if (strategies.size() > 1) {
-      std::vector<StrategyVerdictRow> rows;
-      for (int queues : result.config.queues) {
-        const WorkqueueDatapathCell* base = result.find(path, queues, strategies[0]);
-        for (std::size_t k = 1; k < strategies.size(); ++k) {
-          rows.push_back({queues, strategies[k],
-                          datapath_strategy_verdicts(*result.find(path, queues, strategies[k]), *base)});
-        }
-      }
-      print_strategy_verdicts("queues", "kicks handled/s", strategies[0], rows, out);
-    }
-
+    print_strategy_sweep({"queues", "kicks/s", "kicks handled/s"}, c.queues, c.strategies,
+                         [&](int queues, EnqueueStrategy s) { return figures(*result.find(path, queues, s)); }, out);
     TextTable detail({"queues", "strategy", "written/s", "handled/s", "handler runs/s", "worker %", "producers %",
                       "signal ns", "wakeups/s", "epoll waits/s", "lost"});
-    for (int queues : result.config.queues) {
-      for (EnqueueStrategy s : strategies) {
-        const WorkqueueDatapathCell* c = result.find(path, queues, s);
-        detail.add_row({std::to_string(queues), std::string(sync::to_string(s)),
-                        with_ci(c->kicks_written_per_s.mean, c->kicks_written_per_s.ci95_half),
-                        with_ci(c->kicks_handled_per_s.mean, c->kicks_handled_per_s.ci95_half),
-                        with_ci(c->handler_runs_per_s.mean, c->handler_runs_per_s.ci95_half),
-                        with_ci(c->worker_cpu_pct.mean, c->worker_cpu_pct.ci95_half),
-                        with_ci(c->producer_cpu_pct.mean, c->producer_cpu_pct.ci95_half),
-                        with_ci(c->signal_ns.mean, c->signal_ns.ci95_half),
-                        with_ci(c->wakeups_per_s.mean, c->wakeups_per_s.ci95_half),
-                        with_ci(c->epoll_waits_per_s.mean, c->epoll_waits_per_s.ci95_half),
-                        std::to_string(c->lost)});
+    for (int queues : c.queues) {
+      for (EnqueueStrategy s : c.strategies) {
+        const WorkqueueDatapathCell& cell = *result.find(path, queues, s);
+        std::vector<std::string> row{std::to_string(queues), std::string(sync::to_string(s))};
+        for (const Field& f : kFields) row.push_back(ci_text(cell.*f.summary));
+        row.push_back(std::to_string(cell.lost));
+        detail.add_row(std::move(row));
       }
       detail.add_separator();
     }
@@ -423,73 +342,48 @@ void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std:
 
 nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
   const WorkqueueDatapathConfig& c = result.config;
-  nlohmann::json strategies = nlohmann::json::array();
-  for (EnqueueStrategy s : c.strategies) strategies.push_back(std::string(sync::to_string(s)));
-  nlohmann::json paths = nlohmann::json::array();
-  for (KickPath p : c.paths) paths.push_back(std::string(to_string(p)));
   nlohmann::json j;
-  j["config"] = {{"queues", c.queues},   {"strategies", strategies},     {"paths", paths},
-                 {"runs", c.runs},       {"duration_ms", c.duration_ms}, {"mode", c.saturate ? "saturate" : "paced"},
-                 {"rate", c.rate},       {"work_ns", c.work_ns}};
-  nlohmann::json cells = nlohmann::json::array();
-  for (const auto& cell : result.cells) {
-    nlohmann::json samples = nlohmann::json::array();
-    for (const auto& s : cell.samples) {
-      nlohmann::json sample = sample_json(s, kFields);
+  j["config"] = {{"queues", c.queues}, {"strategies", names(c.strategies, sync::to_string)},
+                 {"paths", names(c.paths, [](KickPath p) { return to_string(p); })},
+                 {"runs", c.runs}, {"duration_ms", c.duration_ms}, {"mode", c.saturate ? "saturate" : "paced"},
+                 {"rate", c.rate}, {"work_ns", c.work_ns}};
+  j["cells"] = cells_json(result.cells, kFields, [&](const WorkqueueDatapathCell& cell, nlohmann::json& entry) {
+    for (std::size_t i = 0; i < cell.samples.size(); ++i) {
+      const WorkqueueDatapathSample& s = cell.samples[i];
+      nlohmann::json& sample = entry["samples"][i];
       sample["kicks_written"] = s.kicks_written;
       sample["kicks_consumed"] = s.kicks_consumed;
       sample["handler_runs"] = s.handler_runs;
       sample["lost"] = s.lost;
-      samples.push_back(std::move(sample));
     }
-    nlohmann::json entry = fields_json(cell, kFields);
     entry["path"] = std::string(to_string(cell.path));
     entry["queues"] = cell.queues;
     entry["strategy"] = std::string(sync::to_string(cell.strategy));
     entry["lost"] = cell.lost;
-    entry["samples"] = std::move(samples);
     if (const WorkqueueDatapathCell* base = result.find(cell.path, cell.queues, c.strategies.front())) {
-      const StrategyVerdicts v = datapath_strategy_verdicts(cell, *base);
-      entry["vs_first_strategy"] = {
-          {"strategy", std::string(sync::to_string(c.strategies.front()))},
-          {"worker_cpu_pct", ratio_json(v.worker_cpu)},
-          {"kicks_handled_per_s", ratio_json(v.throughput)},
-          {"producer_cpu_pct", ratio_json(ratio_vs_baseline(cell.producer_cpu_pct, base->producer_cpu_pct,
-                                                            Direction::kLowerIsBetter))}};
+      entry["vs_first_strategy"] =
+          strategy_vs_first(figures(cell), figures(*base), c.strategies.front(), "kicks_handled_per_s");
+      entry["vs_first_strategy"]["producer_cpu_pct"] = ratio_json(
+          ratio_vs_baseline(cell.producer_cpu_pct, base->producer_cpu_pct, Direction::kLowerIsBetter));
     }
-    cells.push_back(std::move(entry));
-  }
-  j["cells"] = cells;
+  });
   j["lost"] = result.total_lost();
   return j;
 }
 
 std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& result) {
+  const auto& c = result.config;
+  std::vector<std::string> groups;
+  for (int queues : c.queues) groups.push_back(count_label(queues, "queue"));
   std::vector<BarChart> charts;
-  for (KickPath path : result.config.paths) {
-    BarChart handled{
-        fmt::format("datapath Worker, {} kicks: kicks handled", to_string(path)), "kicks per second", {}, {}};
-    BarChart cpu{fmt::format("datapath Worker, {} kicks: worker CPU", to_string(path)),
-                 "% of one core (lower is better)",
-                 {},
-                 {}};
-    for (int queues : result.config.queues) {
-      handled.groups.push_back(fmt::format("{} queue{}", queues, queues == 1 ? "" : "s"));
-      cpu.groups.push_back(handled.groups.back());
-    }
-    for (EnqueueStrategy strategy : result.config.strategies) {
-      BarSeries h{std::string(sync::to_string(strategy)), {}, {}};
-      BarSeries w{h.name, {}, {}};
-      for (int queues : result.config.queues) {
-        const WorkqueueDatapathCell* cell = result.find(path, queues, strategy);
-        add_bar(h, cell->kicks_handled_per_s);
-        add_bar(w, cell->worker_cpu_pct);
-      }
-      handled.series.push_back(std::move(h));
-      cpu.series.push_back(std::move(w));
-    }
-    charts.push_back(std::move(handled));
-    charts.push_back(std::move(cpu));
+  for (KickPath path : c.paths) {
+    const std::string prefix = fmt::format("datapath Worker, {} kicks: ", to_string(path));
+    for (auto& chart : grouped_charts<WorkqueueDatapathCell>(
+             {{prefix + "kicks handled", "kicks per second", &WorkqueueDatapathCell::kicks_handled_per_s},
+              {prefix + "worker CPU", "% of one core (lower is better)", &WorkqueueDatapathCell::worker_cpu_pct}},
+             groups, names(c.strategies, sync::to_string),
+             [&](std::size_t g, std::size_t s) { return result.find(path, c.queues[g], c.strategies[s]); }))
+      charts.push_back(std::move(chart));
   }
   return charts;
 }

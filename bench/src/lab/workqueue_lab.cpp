@@ -1,8 +1,5 @@
-// workqueue_lab.cpp - seed 000's experiment (see workqueue_lab.h for the method).
+// workqueue_lab.cpp - the WorkQueue enqueue-strategy lab (see workqueue_lab.h).
 #include "uvhost/bench/lab/workqueue_lab.h"
-
-#include <sys/prctl.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +9,13 @@
 #include <ostream>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "uvhost/bench/cpu_time.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/table.h"
 
 namespace uvhost::bench::lab {
@@ -24,39 +23,7 @@ namespace {
 
 using sync::EnqueueStrategy;
 
-// ---- Simulated handle_tx: a fixed amount of dependent arithmetic -------------
-
-uint64_t burn(uint64_t iterations) noexcept {
-  uint64_t x = 0x9e3779b97f4a7c15ULL;
-  for (uint64_t i = 0; i < iterations; ++i) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    asm volatile("" : "+r"(x));  // keep the loop: the result is "used"
-  }
-  return x;
-}
-
-// Iterations of burn() per nanosecond on this machine, measured once.
-double burn_iterations_per_ns() {
-  static const double rate = [] {
-    constexpr uint64_t kIterations = 2'000'000;
-    double best = 0;
-    for (int attempt = 0; attempt < 3; ++attempt) {  // best of 3: least disturbed
-      int64_t start = thread_cpu_ns();
-      burn(kIterations);
-      int64_t elapsed = std::max<int64_t>(thread_cpu_ns() - start, 1);
-      best = std::max(best, static_cast<double>(kIterations) / static_cast<double>(elapsed));
-    }
-    return best;
-  }();
-  return rate;
-}
-
 constexpr int kMaxWindowExtensionMs = 10'000;
-
-void sleep_until_ns(int64_t deadline_ns) noexcept {
-  timespec ts{deadline_ns / 1'000'000'000, deadline_ns % 1'000'000'000};
-  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
-}
 
 // ---- One run -----------------------------------------------------------------
 
@@ -70,7 +37,7 @@ struct ProducerResult {
 // items round-robin. It gets enough items that each is offered at most
 // kMaxOffersPerItem times a second, so in paced mode an offer almost never finds
 // its item still queued (coalesced) and throughput equals the offered rate for
-// every strategy - the seed's "same throughput" condition.
+// every strategy - the upstream patch's "same throughput" condition.
 constexpr double kMaxOffersPerItem = 1000;
 
 struct Producer {
@@ -92,8 +59,7 @@ struct Producer {
 
 void paced_loop(sync::WorkQueue& wq, Producer& p, const std::atomic<bool>& stop, int64_t interval_ns,
                 int64_t first_deadline_ns) {
-  // A 1 us timer slack (default 50 us) so sleeps end close to their deadline.
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+  fine_timer_slack();
   int64_t deadline = first_deadline_ns;
   // relaxed: a stop request only needs to be noticed eventually.
   while (!stop.load(std::memory_order_relaxed)) {
@@ -134,9 +100,7 @@ constexpr Field kFields[] = {
     {"parks_per_s", &WorkqueueRunSample::parks_per_s, &WorkqueueLabCell::parks_per_s},
 };
 
-StrategyVerdicts cell_verdicts(const WorkqueueLabCell& cell, const WorkqueueLabCell& base) {
-  return strategy_verdicts(cell.throughput, base.throughput, cell.worker_cpu_pct, base.worker_cpu_pct);
-}
+StrategyFigures figures(const WorkqueueLabCell& cell) { return {&cell.throughput, &cell.worker_cpu_pct}; }
 
 }  // namespace
 
@@ -160,8 +124,7 @@ const WorkqueueLabCell* WorkqueueLabResult::find(int threads, EnqueueStrategy st
 }
 
 WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads, EnqueueStrategy strategy) {
-  const auto burn_iterations =
-      static_cast<uint64_t>(static_cast<double>(config.work_ns) * burn_iterations_per_ns());
+  const uint64_t burn_iterations = burn_iterations_for(config.work_ns);
   const int64_t interval_ns =
       config.saturate ? 0 : static_cast<int64_t>(static_cast<double>(threads) * 1e9 / config.rate);
 
@@ -247,25 +210,18 @@ WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
   for (int threads : config.threads) {
     const std::size_t first = result.cells.size();
     for (EnqueueStrategy strategy : config.strategies) {
-      WorkqueueLabCell cell;
-      cell.threads = threads;
-      cell.strategy = strategy;
-      result.cells.push_back(cell);
+      auto& cell = result.cells.emplace_back();
+      std::tie(cell.threads, cell.strategy) = std::tuple(threads, strategy);
     }
-    for (int run = 0; run < config.runs; ++run) {
-      for (std::size_t k = 0; k < config.strategies.size(); ++k) {  // interleaved: a b c a b c
-        WorkqueueLabCell& cell = result.cells[first + k];
-        WorkqueueRunSample s = run_workqueue_once(config, threads, cell.strategy);
-        cell.samples.push_back(s);
-        if (progress) {
-          progress(fmt::format("threads={} strategy={} run {}/{}: {:.0f} items/s, worker {:.1f}%",
-                               threads, sync::to_string(cell.strategy), run + 1, config.runs, s.throughput,
-                               s.worker_cpu_pct));
-        }
-      }
-    }
-    for (std::size_t k = 0; k < config.strategies.size(); ++k)
-      summarize_fields(result.cells[first + k], kFields);
+    run_cells(
+        result.cells, first, config.runs, false, kFields,
+        [&](const WorkqueueLabCell& cell) { return run_workqueue_once(config, threads, cell.strategy); },
+        [&](const WorkqueueLabCell& cell, const WorkqueueRunSample& s, int run) {
+          if (progress)
+            progress(fmt::format("threads={} strategy={} run {}/{}: {:.0f} items/s, worker {:.1f}%", threads,
+                                 sync::to_string(cell.strategy), run + 1, config.runs, s.throughput,
+                                 s.worker_cpu_pct));
+        });
   }
   return result;
 }
@@ -276,83 +232,76 @@ StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& bas
           ratio_vs_baseline(worker_cpu, base_worker_cpu, Direction::kLowerIsBetter)};
 }
 
-void print_strategy_verdicts(const std::string& count_header, const std::string& throughput_name,
-                             EnqueueStrategy baseline, const std::vector<StrategyVerdictRow>& rows,
-                             std::ostream& out) {
-  const std::string base(sync::to_string(baseline));
-  out << fmt::format(
-      "vs {}: ratio of means ±95% CI and verdict - better/worse: the CI excludes 1 ({}: higher "
-      "is better; worker CPU: lower is better), noise: it contains 1\n",
-      base, throughput_name);
-  TextTable table(
-      {count_header, "strategy", throughput_name + " ×" + base, "verdict", "worker CPU ×" + base, "verdict"});
-  int last = -1;
-  for (const StrategyVerdictRow& row : rows) {
-    if (last != -1 && row.count != last) table.add_separator();
-    last = row.count;
-    table.add_row(
-        {std::to_string(row.count), std::string(sync::to_string(row.strategy)),
-         ratio_text(row.verdicts.throughput), std::string(to_string(row.verdicts.throughput.verdict)),
-         ratio_text(row.verdicts.worker_cpu), std::string(to_string(row.verdicts.worker_cpu.verdict))});
+void print_strategy_sweep(const StrategySweepNames& names, const std::vector<int>& counts,
+                          const std::vector<EnqueueStrategy>& strategies, const StrategyCellAt& at, std::ostream& out) {
+  // The upstream table: count | throughput | worker % per strategy, then worker-CPU ratios
+  // against the first strategy (the "original" column of the upstream measurement).
+  const std::string base(sync::to_string(strategies[0]));
+  std::vector<std::string> headers{names.count_header};
+  for (EnqueueStrategy s : strategies) {
+    headers.push_back(fmt::format("{} {}", sync::to_string(s), names.tp_column));
+    headers.push_back(fmt::format("{} worker %", sync::to_string(s)));
+  }
+  for (std::size_t k = 1; k < strategies.size(); ++k)
+    headers.push_back(fmt::format("worker {}/{}", sync::to_string(strategies[k]), base));
+  TextTable table(headers);
+  for (int count : counts) {
+    std::vector<std::string> row{std::to_string(count)};
+    for (EnqueueStrategy s : strategies) {
+      row.push_back(ci_text(*at(count, s).throughput));
+      row.push_back(ci_text(*at(count, s).worker_cpu));
+    }
+    for (std::size_t k = 1; k < strategies.size(); ++k) {
+      const Ratio r = ratio_of_means(*at(count, strategies[k]).worker_cpu, *at(count, strategies[0]).worker_cpu);
+      row.push_back(with_ci(r.value, r.ci95_half));
+    }
+    table.add_row(std::move(row));
   }
   table.print(out);
   out << "\n";
+  if (strategies.size() < 2) return;
+
+  out << fmt::format(
+      "vs {}: ratio of means ±95% CI and verdict - better/worse: the CI excludes 1 ({}: higher "
+      "is better; worker CPU: lower is better), noise: it contains 1\n",
+      base, names.throughput_name);
+  TextTable verdicts({names.count_header, "strategy", names.throughput_name + " ×" + base, "verdict",
+                      "worker CPU ×" + base, "verdict"});
+  for (int count : counts) {
+    if (count != counts.front()) verdicts.add_separator();
+    const StrategyFigures b = at(count, strategies[0]);
+    for (std::size_t k = 1; k < strategies.size(); ++k) {
+      const StrategyFigures c = at(count, strategies[k]);
+      const StrategyVerdicts v = strategy_verdicts(*c.throughput, *b.throughput, *c.worker_cpu, *b.worker_cpu);
+      verdicts.add_row({std::to_string(count), std::string(sync::to_string(strategies[k])),
+                        ratio_text(v.throughput), std::string(to_string(v.throughput.verdict)),
+                        ratio_text(v.worker_cpu), std::string(to_string(v.worker_cpu.verdict))});
+    }
+  }
+  verdicts.print(out);
+  out << "\n";
+}
+
+nlohmann::json strategy_vs_first(const StrategyFigures& cell, const StrategyFigures& base,
+                                 EnqueueStrategy first, const std::string& throughput_key) {
+  const StrategyVerdicts v = strategy_verdicts(*cell.throughput, *base.throughput, *cell.worker_cpu, *base.worker_cpu);
+  return {{"strategy", std::string(sync::to_string(first))},
+          {throughput_key, ratio_json(v.throughput)},
+          {"worker_cpu_pct", ratio_json(v.worker_cpu)}};
 }
 
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out) {
-  const auto& strategies = result.config.strategies;
-  // The seed's table: thread_num | tp | worker% for each strategy, then worker-CPU
-  // ratios against the first strategy (the "original" column of the seed).
-  std::vector<std::string> headers{"threads"};
-  for (EnqueueStrategy s : strategies) {
-    headers.push_back(fmt::format("{} tp (items/s)", sync::to_string(s)));
-    headers.push_back(fmt::format("{} worker %", sync::to_string(s)));
-  }
-  for (std::size_t k = 1; k < strategies.size(); ++k) {
-    headers.push_back(fmt::format("worker {}/{}", sync::to_string(strategies[k]), sync::to_string(strategies[0])));
-  }
-  TextTable seed_table(headers);
-  for (int threads : result.config.threads) {
-    std::vector<std::string> row{std::to_string(threads)};
-    for (EnqueueStrategy s : strategies) {
-      const WorkqueueLabCell* cell = result.find(threads, s);
-      row.push_back(with_ci(cell->throughput.mean, cell->throughput.ci95_half));
-      row.push_back(with_ci(cell->worker_cpu_pct.mean, cell->worker_cpu_pct.ci95_half));
-    }
-    const WorkqueueLabCell* base = result.find(threads, strategies[0]);
-    for (std::size_t k = 1; k < strategies.size(); ++k) {
-      Ratio r = ratio_of_means(result.find(threads, strategies[k])->worker_cpu_pct, base->worker_cpu_pct);
-      row.push_back(with_ci(r.value, r.ci95_half));
-    }
-    seed_table.add_row(std::move(row));
-  }
-  seed_table.print(out);
-  out << "\n";
-
-  if (strategies.size() > 1) {
-    std::vector<StrategyVerdictRow> rows;
-    for (int threads : result.config.threads) {
-      const WorkqueueLabCell* base = result.find(threads, strategies[0]);
-      for (std::size_t k = 1; k < strategies.size(); ++k) {
-        rows.push_back({threads, strategies[k], cell_verdicts(*result.find(threads, strategies[k]), *base)});
-      }
-    }
-    print_strategy_verdicts("threads", "throughput", strategies[0], rows, out);
-  }
-
-  TextTable detail({"threads", "strategy", "offered/s", "tp (items/s)", "worker %", "producers %",
-                    "enqueue ns", "wakeups/s", "parks/s"});
-  for (int threads : result.config.threads) {
-    for (EnqueueStrategy s : strategies) {
-      const WorkqueueLabCell* c = result.find(threads, s);
-      detail.add_row({std::to_string(threads), std::string(sync::to_string(s)),
-                      with_ci(c->offered_per_s.mean, c->offered_per_s.ci95_half),
-                      with_ci(c->throughput.mean, c->throughput.ci95_half),
-                      with_ci(c->worker_cpu_pct.mean, c->worker_cpu_pct.ci95_half),
-                      with_ci(c->producer_cpu_pct.mean, c->producer_cpu_pct.ci95_half),
-                      with_ci(c->enqueue_ns.mean, c->enqueue_ns.ci95_half),
-                      with_ci(c->wakeups_per_s.mean, c->wakeups_per_s.ci95_half),
-                      with_ci(c->parks_per_s.mean, c->parks_per_s.ci95_half)});
+  const auto& c = result.config;
+  print_strategy_sweep({"threads", "tp (items/s)", "throughput"}, c.threads, c.strategies,
+                       [&](int threads, EnqueueStrategy s) { return figures(*result.find(threads, s)); }, out);
+  TextTable detail({"threads", "strategy", "offered/s", "tp (items/s)", "worker %", "producers %", "enqueue ns",
+                    "wakeups/s", "parks/s"});
+  for (int threads : c.threads) {
+    for (EnqueueStrategy s : c.strategies) {
+      const WorkqueueLabCell& cell = *result.find(threads, s);
+      std::vector<std::string> row{std::to_string(threads), std::string(sync::to_string(s))};
+      for (const Field& f : kFields) row.push_back(ci_text(cell.*f.summary));
+      detail.add_row(std::move(row));
     }
     detail.add_separator();
   }
@@ -361,53 +310,30 @@ void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out)
 
 nlohmann::json workqueue_lab_json(const WorkqueueLabResult& result) {
   const WorkqueueLabConfig& c = result.config;
-  nlohmann::json strategies = nlohmann::json::array();
-  for (EnqueueStrategy s : c.strategies) strategies.push_back(std::string(sync::to_string(s)));
   nlohmann::json j;
   j["experiment"] = "workqueue";
-  j["seed"] = "000";
-  j["config"] = {{"threads", c.threads}, {"strategies", strategies},   {"runs", c.runs},
-                 {"duration_ms", c.duration_ms}, {"mode", c.saturate ? "saturate" : "paced"},
-                 {"rate", c.rate},       {"work_ns", c.work_ns}};
-  nlohmann::json cells = nlohmann::json::array();
-  for (const auto& cell : result.cells) {
-    nlohmann::json samples = nlohmann::json::array();
-    for (const auto& s : cell.samples) samples.push_back(sample_json(s, kFields));
-    nlohmann::json entry = fields_json(cell, kFields);
+  j["seed"] = "000";  // the JSON key tools and tests read: which upstream experiment this is
+  j["config"] = {{"threads", c.threads},         {"strategies", names(c.strategies, sync::to_string)},
+                 {"runs", c.runs},               {"duration_ms", c.duration_ms},
+                 {"mode", c.saturate ? "saturate" : "paced"}, {"rate", c.rate}, {"work_ns", c.work_ns}};
+  j["cells"] = cells_json(result.cells, kFields, [&](const WorkqueueLabCell& cell, nlohmann::json& entry) {
     entry["threads"] = cell.threads;
     entry["strategy"] = std::string(sync::to_string(cell.strategy));
-    entry["samples"] = std::move(samples);
-    if (const WorkqueueLabCell* base = result.find(cell.threads, c.strategies.front())) {
-      const StrategyVerdicts v = cell_verdicts(cell, *base);
-      entry["vs_first_strategy"] = {{"strategy", std::string(sync::to_string(c.strategies.front()))},
-                                    {"throughput", ratio_json(v.throughput)},
-                                    {"worker_cpu_pct", ratio_json(v.worker_cpu)}};
-    }
-    cells.push_back(std::move(entry));
-  }
-  j["cells"] = cells;
+    if (const WorkqueueLabCell* base = result.find(cell.threads, c.strategies.front()))
+      entry["vs_first_strategy"] = strategy_vs_first(figures(cell), figures(*base), c.strategies.front(), "throughput");
+  });
   return j;
 }
 
 std::vector<BarChart> workqueue_charts(const WorkqueueLabResult& result) {
-  BarChart throughput{"WorkQueue: throughput", "work items run per second", {}, {}};
-  BarChart cpu{"WorkQueue: worker CPU", "% of one core (lower is better)", {}, {}};
-  for (int threads : result.config.threads) {
-    throughput.groups.push_back(fmt::format("{} producer{}", threads, threads == 1 ? "" : "s"));
-    cpu.groups.push_back(throughput.groups.back());
-  }
-  for (EnqueueStrategy strategy : result.config.strategies) {
-    BarSeries tp{std::string(sync::to_string(strategy)), {}, {}};
-    BarSeries worker{tp.name, {}, {}};
-    for (int threads : result.config.threads) {
-      const WorkqueueLabCell* cell = result.find(threads, strategy);
-      add_bar(tp, cell->throughput);
-      add_bar(worker, cell->worker_cpu_pct);
-    }
-    throughput.series.push_back(std::move(tp));
-    cpu.series.push_back(std::move(worker));
-  }
-  return {std::move(throughput), std::move(cpu)};
+  const auto& c = result.config;
+  std::vector<std::string> groups;
+  for (int threads : c.threads) groups.push_back(count_label(threads, "producer"));
+  return grouped_charts<WorkqueueLabCell>(
+      {{"WorkQueue: throughput", "work items run per second", &WorkqueueLabCell::throughput},
+       {"WorkQueue: worker CPU", "% of one core (lower is better)", &WorkqueueLabCell::worker_cpu_pct}},
+      groups, names(c.strategies, sync::to_string),
+      [&](std::size_t g, std::size_t s) { return result.find(c.threads[g], c.strategies[s]); });
 }
 
 }  // namespace uvhost::bench::lab

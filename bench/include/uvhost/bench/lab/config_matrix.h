@@ -1,6 +1,7 @@
 // config_matrix.h - several configurations of the real stack against one baseline, run
-// interleaved on the same points: the engine of `uvhost lab busypoll` (seed 001) and
-// `uvhost lab busyloop-intr` (seed 003).
+// interleaved on the same points: the engine of `uvhost lab busypoll` (vhost-net busy
+// polling before sleeping) and `uvhost lab busyloop-intr` (ending a busy poll only on
+// this queue's work).
 //
 // Contract
 // --------
@@ -11,12 +12,12 @@
 //    labs (any function with its signature in tests). The first failing run's exception
 //    propagates. The observer hears each run before (result == nullptr) and after it.
 //  - compare_to_baseline(): for every point and every configuration but the first, the
-//    seed's figures against configuration 0: +thu% (throughput: transactions/s for rr,
+//    upstream patches' figures against configuration 0: +thu% (throughput: transactions/s for rr,
 //    packets/s for streams) and +normalize% (throughput per CPU-second of every measured
 //    thread), each with its 95% CI and verdict (ab_stats.h, `method`); the runs of round
 //    r of both configurations form pair r. Also the means of CPU used (cores) and, for
 //    rr, p99 latency, with their own verdicts (lower is better).
-//  - matrix_tables(): one table per workload and configuration, in the seeds' shape
+//  - matrix_tables(): one table per workload and configuration, in the upstream patches' shape
 //    (size | sessions | base thu | thu | +thu% [CI] | verdict | +normalize% [CI] |
 //    verdict | cores base -> cfg | p99 us base -> cfg).
 //  - matrix_to_json(): configs, points, every raw run, every comparison.

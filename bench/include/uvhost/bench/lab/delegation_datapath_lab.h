@@ -1,47 +1,30 @@
-// delegation_datapath_lab.h - seed 004's experiment on the datapath structures where
-// a delegation lock applies (`uvhost lab delegation --structure pool|txq`).
+// delegation_datapath_lab.h - the delegation lab (delegation_lab.h) inside the packet
+// structures where a delegation lock applies (bench/experiments/; `uvhost lab
+// delegation --structure pool|txq`), under the same protocol and figures.
 //
-// The sync-level lab (delegation_lab.h, structure "slab") times bare SLAB-style
-// refill/flush sections. This one puts each lab lock inside the real datapath
-// structures and times them under the same protocol (threads sweep, `runs` runs of
-// `duration_ms`, locks interleaved in a rotating order, mean and 95% CI, ratio to
-// std::mutex with its verdict, fairness, CPU per critical section, invariants checked
-// after each run):
-//
-//  - "pool": datapath::PacketPool (2 KiB buffers, per-thread caches of
-//    `cache_capacity`, refilled / flushed `batch` at a time under the lock). Each
-//    thread models a queue that posts `ring` receive buffers and then completes them:
-//    it gets `ring` buffers (stamping each with its owner), then checks each stamp and
-//    puts them all back. With ring > cache_capacity its cache refills and flushes about
-//    (ring - cache_capacity) / batch times per cycle, as a worker's does when the
-//    buffers it allocates are freed elsewhere. An op is one refill or flush section.
-//    After each run: every buffer back on the shared list exactly once, and no stamp
-//    overwritten while its owner held the buffer (no buffer handed out twice).
-//  - "txq": datapath::SharedTxQueue (`txq_capacity` descriptors) shared by all the
-//    `threads` workers (more workers than queues: one queue), plus one consumer thread
-//    draining it in bursts of up to `consumer_burst` (each pop a section under the same
-//    lock: the consumer contends with the workers), popping again at once while its
-//    pops come back full. Each worker builds a burst of `batch` descriptors (worker id
-//    + sequence number) and pushes it in one section. A worker that finds the queue
-//    full keeps the rest of its burst, backs off (spin, then yield, then sleep, growing
-//    each time) and retries it, as a TX path under backpressure does; only after
-//    `txq_retries` retries is what still does not fit dropped (txq_retries = 0: a full
-//    queue drops at once, the lab's first design, where 96-100% of bursts at 2-16
-//    workers found it full and ops/s timed the drop path). An op is one worker's push
-//    section, first try or retry (both take the lock); the consumer's CPU counts in
-//    CPU ns/CS. The throughput is accepted descriptors per second (pkts/s), with its
-//    own ratio to std::mutex; the saturation figures are reported beside it: dropped
-//    descriptors, push sections that found the queue full, retries per burst, bursts
-//    that lost descriptors. After each run: every accepted descriptor popped exactly
-//    once, each worker's in order, accepted + dropped == offered (per worker and in
-//    the queue's counters).
-//
-// Every thread completes at least one cycle (pool) or burst (txq), even one first
-// scheduled after the stop signal on a loaded machine, so every thread has figures.
-//
-// The asynchronous variant ("delegation-async") belongs to the slab structure: the
-// pool and the queue take their lock through datapath::SectionLock, which runs
-// sections synchronously, so that lock is skipped here.
+//  - "pool": experiments::PacketPool (per-thread caches of `cache_capacity`, refilled /
+//    flushed `batch` at a time under the lock). Each thread models a queue posting
+//    `ring` receive buffers and completing them: it gets `ring` buffers (stamping each
+//    with its owner), checks each stamp and puts them back; with ring > cache_capacity
+//    its cache refills and flushes about (ring - cache_capacity) / batch times a cycle,
+//    as when buffers are freed elsewhere. An op is one refill or flush section. After
+//    each run: every buffer back exactly once, no stamp overwritten (no buffer handed
+//    out twice).
+//  - "txq": experiments::SharedTxQueue (`txq_capacity` descriptors) shared by all the
+//    workers, and one consumer popping bursts of up to `consumer_burst` under the same
+//    lock (popping again at once while pops come back full). Each worker pushes bursts
+//    of `batch` descriptors (worker id + sequence number) in one section; on a full
+//    queue it keeps the rest, backs off (spin, yield, then a growing sleep) and retries,
+//    as a TX path under backpressure does, dropping what still does not fit after
+//    `txq_retries` retries (0: drop at once, which made ops/s time the drop path). An
+//    op is one push section, try or retry; the consumer's CPU counts in CPU ns/CS. The
+//    throughput is accepted descriptors/s (pkts/s) with its own ratio to std::mutex,
+//    beside the saturation figures (dropped, pushes that found it full, retries per
+//    burst, bursts that lost descriptors). After each run: every accepted descriptor
+//    popped exactly once, each worker's in order, accepted + dropped == offered.
+// Every thread completes at least one cycle or burst, even one first scheduled after
+// the stop signal, so every thread has figures. "delegation-async" is skipped: the
+// structures take their lock through experiments::SectionLock, which is synchronous.
 #pragma once
 
 #include <cstddef>

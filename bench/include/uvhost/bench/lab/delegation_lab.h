@@ -1,24 +1,18 @@
-// delegation_lab.h - seed 004's experiment: a delegation lock against spinlocks
-// and mutexes on SLAB's refill/flush critical sections.
+// delegation_lab.h - a delegation lock (the holder runs the waiters' critical
+// sections, flat-combining / ffwd style) against spinlocks and mutexes on SLAB's
+// refill/flush critical sections (slab_pool.h).
 //
-// Shape (from the seed): N threads each alternate a refill (take `batch` objects
-// from the shared pool) and a flush (give `batch` back) under one lock, with a
-// little private work in between. Each lock runs for `duration_ms`, `runs` times,
-// locks interleaved in a rotating order inside every run so that machine drift
-// hits all of them alike. Per lock and thread count it reports, as mean and 95%
-// confidence interval over the runs:
-//  - ops/s: critical sections completed per second, all threads together; the
-//    window runs from the start signal until the last thread has finished its
-//    last operation after the stop signal (draining a queued lock counts);
-//  - ns/CS: wall time per critical section (1e9 / ops/s), the serial cost;
-//  - CPU ns/CS: CPU time all threads spent per critical section (the cost);
-//  - cores: CPU used during the run (2.0 = both cores busy);
-//  - fairness: the slowest thread's ops / the mean thread's ops (1 = fair);
-//  - vs std::mutex: ops/s ratio to std::mutex in the same runs, with its CI, and a
-//    verdict from that CI (lab_summary.h): better / worse when it excludes 1 (more
-//    ops/s is better), noise when it contains 1.
-// After every run the pool's invariants are checked; a lock that let two
-// critical sections overlap makes the lab fail rather than print a number.
+// N threads each alternate a refill (take `batch` objects from the shared pool) and a
+// flush (give `batch` back) under one lock, with private work in between; each lock
+// runs `runs` times for `duration_ms`, locks rotated each run (lab_engine.h). Per lock
+// and thread count, mean and 95% CI over the runs of:
+//  - ops/s: critical sections per second, all threads, until the last thread has
+//    finished its last operation after the stop signal (draining a queued lock counts);
+//  - ns/CS: wall time per critical section; CPU ns/CS: CPU of all threads per section;
+//  - cores: CPU used during the run; fairness: the slowest thread's ops / the mean's;
+//  - vs std::mutex: the ops/s ratio with its CI and verdict (lab_summary.h).
+// After every run the pool's invariants are checked: a lock that let two sections
+// overlap fails the lab instead of printing a number.
 #pragma once
 
 #include <cstddef>
@@ -78,6 +72,10 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 //    CPU ns/CS | cores | fairness | vs std::mutex | verdict, and one point's cells;
 //  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
 //  - point_charts(): the panels of delegation_charts() for any list of points.
+// record_run(): one run's figures from its raw counts (critical sections, the slowest
+// thread's, CPU and wall time); summarize_point(): every figure's Summary.
+void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns);
+void summarize_point(DelegationPoint& p);
 void set_vs_mutex(const std::vector<DelegationPoint*>& points);
 std::vector<std::string> point_headers();
 std::vector<std::string> point_cells(const DelegationPoint& p);

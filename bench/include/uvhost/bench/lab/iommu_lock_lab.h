@@ -1,46 +1,26 @@
-// iommu_lock_lab.h - seed 002's experiment: a read-mostly DMA-mapping table behind a
-// mutex, an rwsem, a pthread rwlock or RCU.
-//
-// The seed (vfio/type1, 2020) converted vfio_iommu.lock from a mutex to an rwsem
+// iommu_lock_lab.h - a read-mostly DMA-mapping table behind a mutex, an rwsem, a
+// pthread rwlock or RCU. vfio type1 converted vfio_iommu.lock from a mutex to an rwsem
 // because IOVA lookups vastly outnumber map changes (24921 reads : 67 writes = 372:1
-// at VM boot, none afterwards), and measured no benefit. Our equivalent table is the
-// guest memory map that the datapath translates every descriptor through:
-// virtio::GuardedGuestMemory (sync::ReadMostly<GuestMemoryMap>), replaced wholesale
-// on SET_MEM_TABLE / an IOTLB update.
+// at VM boot, none afterwards) and measured no benefit. Our equivalent table is the
+// guest memory map the datapath translates every descriptor through:
+// virtio::GuardedGuestMemory, replaced wholesale on SET_MEM_TABLE / an IOTLB update.
 //
-// What it measures
-// ----------------
-//  - `threads` reader threads (1, 2, 4, 8, 16 by default: more than the machine's
-//    cores on purpose - the seed's argument is about what happens when a lock holder
-//    is preempted) each translate guest addresses through the real GuardedGuestMemory
-//    the way the datapath does per descriptor: one read() section, translate() into a
-//    reused IoVector, use the result. The addresses follow a realistic spread over a
-//    VM-like table (IommuTable: low RAM, RAM below 4 GiB, RAM above 4 GiB, a
-//    hot-plugged DIMM), buffer lengths from 64 B to 4 KiB.
-//  - Every translation is checked inside its read section against the map version
-//    it saw (see IommuTable), so nothing is optimized away and a torn or freed map
-//    would be counted (`mismatches`, which must be 0).
-//  - mix "372:1": one writer thread publishes a freshly built replacement map each
-//    time the readers together have done another `reads_per_update` translations
-//    (it sleeps in between; if it cannot keep up, the achieved updates/s and
-//    translations per update say so). mix "read-only": no writer at all (the seed's
-//    benchmarks after boot).
-//  - Per run: translations/s; ns per translation by wall time (reader threads x
-//    window / translations: what a reader spends per translation, including waiting
-//    for the lock or for a CPU) and by CPU time (readers' CPU / translations); stalls:
-//    the latency of single read() sections, measured on every `sample_every`-th
-//    translation with CLOCK_MONOTONIC into bench::LatencyHistogram (log buckets, 64
-//    per power of two; p99.9 within 0.8%, max exact); updates/s achieved and
-//    the writer's CPU.
-//
-// Method: every (threads, mix, policy) cell is run `runs` times; within a (threads,
-// mix) group the policies run interleaved, and the order is rotated each run (a b c d,
-// b c d a, ...) so drift on a shared machine and "who runs first" hit all alike. Each
-// figure is summarized by mean and 95% CI (bench/stats.h); ratios against the mutex
-// use ratio_of_means (delta method), and each gets a verdict from its CI: better or
-// worse when the CI excludes 1 (fewer ns per translation, more updates/s is better),
-// noise when it contains 1. Each run uses a fresh GuardedGuestMemory and
-// fresh threads; each reader does one untimed read() first (RCU registration).
+//  - `threads` readers (1, 2, 4, 8, 16: more than the cores on purpose - the argument
+//    is about a preempted lock holder) translate guest addresses the datapath's way:
+//    one read() section, translate() into a reused IoVector, use the result; addresses
+//    spread over a VM-like table (IommuTable), lengths 64 B to 4 KiB.
+//  - Every translation is checked inside its read section against the map version it
+//    saw, so a torn or freed map is counted (`mismatches`, which must be 0).
+//  - mix "372:1": one writer publishes a new map each time the readers together have
+//    done another `reads_per_update` translations; "read-only": no writer.
+//  - Per run: translations/s; ns per translation by wall time (readers x window /
+//    translations) and by CPU; stalls: single read() sections timed every
+//    `sample_every`-th translation into a LatencyHistogram (p99.9, max); updates/s
+//    achieved and the writer's CPU.
+// Method: lab_engine.h, policies rotated each run; ratios against the mutex with a
+// verdict each (fewer ns, more updates/s is better). Each run uses a fresh
+// GuardedGuestMemory and threads; each reader does one untimed read() first (RCU
+// registration).
 #pragma once
 
 #include <cstddef>
@@ -154,7 +134,7 @@ struct IommuLockLabConfig {
   std::vector<IommuMix> mixes{IommuMix::kMixed, IommuMix::kReadOnly};
   int runs = 5;
   int duration_ms = 200;
-  int reads_per_update = 372;  // the seed's boot-time ratio (24921 : 67)
+  int reads_per_update = 372;  // vfio's boot-time ratio (24921 : 67)
   int sample_every = 64;       // one timed translation in this many
 };
 
@@ -209,7 +189,7 @@ struct IommuVsMutex {
 };
 IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell& mutex);
 
-// The seed's table shape (policy rows, a column per thread count: ns per translation
+// The upstream table's shape (policy rows, a column per thread count: ns per translation
 // and the ratio to the mutex), one per mix, each followed by its verdicts against the
 // mutex (ns per translation and, for the mix, updates/s), then a detail table.
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out);

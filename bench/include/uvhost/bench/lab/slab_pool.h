@@ -1,6 +1,6 @@
-// slab_pool.h - the critical section of seed 004's experiment.
+// slab_pool.h - the critical section of the delegation lab (delegation_lab.h).
 //
-// Seed 004 measured its delegation lock on SLAB's two list_lock sections:
+// The delegation lock was first measured on SLAB's two list_lock sections:
 // cache_alloc_refill (move a batch of free objects from the node's shared pool
 // into a CPU's array cache) and cache_flusharray (move a batch back). This is
 // that shape in user space:

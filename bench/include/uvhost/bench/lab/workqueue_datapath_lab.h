@@ -1,47 +1,26 @@
-// workqueue_datapath_lab.h - seed 000's experiment on the real datapath::Worker: the
-// enqueue strategies where the datapath uses them, with kicks arriving as eventfd
-// writes (the datapath half of `uvhost lab workqueue`).
+// workqueue_datapath_lab.h - the work-queue lab (workqueue_lab.h) on the real
+// datapath::Worker: the enqueue strategies where the datapath uses them (the datapath
+// half of `uvhost lab workqueue`).
 //
-// What it measures
-// ----------------
-// Q queues (1, 8, 64, 256 by default), each with its own producer thread, all served
-// by ONE datapath::Worker built with the enqueue strategy under test. Each queue has a
-// WorkItem handler that burns `work_ns` of CPU (handle_tx's stand-in). Two kick paths,
-// the two ways work reaches a datapath worker:
-//  - eventfd (a guest kick): the producer writes 1 to the queue's kick eventfd, as a
-//    vCPU's ioeventfd would. The Worker watches every kick fd in its epoll set; when
-//    one is readable it reads (drains) the eventfd on the worker thread and queues the
-//    queue's handler - DeviceDatapath::on_kick's exact shape. Note what this means for
-//    seed 000: the producer never calls WorkQueue::queue(); the enqueue happens on the
-//    worker itself (no contention, no wake-up), and waking the worker is the kernel's
-//    eventfd -> epoll wake-up. Unlike the kernel, where the eventfd's wait-queue
-//    callback runs vhost_work_queue() in the kicker's context, the strategy is
-//    expected to matter little here - the lab measures whether it does.
+// Q queues (1, 8, 64, 256 by default), one producer thread each, all served by ONE
+// datapath::Worker built with the strategy under test; each queue's handler burns
+// `work_ns` of CPU. Two kick paths:
+//  - eventfd (a guest kick): the producer writes the queue's kick eventfd; the Worker's
+//    epoll sees it, drains it on the worker thread and queues the handler
+//    (DeviceDatapath::on_kick). The enqueue happens on the worker itself (no contention,
+//    no wake-up; waking is eventfd -> epoll), unlike the kernel, where the eventfd's
+//    wait-queue callback runs vhost_work_queue() in the kicker's context: the lab
+//    measures whether the strategy matters here.
 //  - inject (a host-side producer: RxInjector, the switch, another worker): the
-//    producer adds one to the queue's pending count and calls Worker::queue(handler)
-//    from its own thread - DeviceDatapath::inject's shape. Here the strategy runs in
-//    the producer: the list lock, and the wake of a parked worker (an eventfd write to
-//    the Worker's wake fd) inside or after it.
-// Counting is exactly-once on both paths: the kicks a handler or on_ready consumes are
-// eventfd counts (or the pending count's exchange), summed, so coalesced kicks are
-// counted, not lost: "kicks written" (producer signals), "kicks handled" (counts
-// consumed by the worker) and "handler runs" (runs of the handlers: fewer when kicks
-// coalesce) are reported separately. After each run's window the producers stop and the
-// lab waits until every kick written has been consumed; what is left (`lost`) must be
-// 0 - a lost wake-up leaves a kick unconsumed.
-//
-// Per run: kicks written/handled per second, handler runs per second, the worker
-// thread's CPU as % of one core (CLOCK_THREAD_CPUTIME_ID of the worker thread via
-// pthread_getcpuclockid, WorkQueue::stats()), producers' CPU, the mean cost of one
-// signal (eventfd_write or queue()), wake-ups and epoll sleeps per second.
-// Modes as in the sync lab: paced (producers together offer `rate` kicks/s: compare
-// CPU) or saturating (tight loops: compare throughput).
-//
-// Method: every (path, queues, strategy) cell runs `runs` times, strategies interleaved
-// (a b c a b c ...); mean and 95% CI per figure, ratios vs the first strategy
-// (locked_wake) with ratio_of_means, and a verdict from each ratio's CI for kicks
-// handled/s and worker CPU (better / worse when it excludes 1, noise when not). Each
-// run uses a fresh Worker and fresh eventfds.
+//    producer bumps the queue's pending count and calls Worker::queue(handler) itself
+//    (DeviceDatapath::inject): the strategy runs in the producer.
+// Counting is exactly-once: kicks written, kicks handled (eventfd counts or pending
+// exchanges consumed, so coalesced kicks are counted) and handler runs are reported
+// apart. After each window the lab waits until every kick written is consumed; what is
+// left (`lost`, a lost wake-up) must be 0. Per run also the worker's and producers'
+// CPU, the mean cost of one signal, wake-ups and epoll sleeps per second. Modes as in
+// the sync half; method: lab_engine.h, verdicts vs the first strategy for kicks
+// handled/s and worker CPU. Each run uses a fresh Worker and fresh eventfds.
 #pragma once
 
 #include <cstdint>
@@ -122,9 +101,7 @@ WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig
 StrategyVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
                                             const WorkqueueDatapathCell& base);
 
-// Per path: the seed's table (queues | kicks handled/s | worker % per strategy, worker
-// CPU ratios vs the first strategy), the verdicts against the first strategy, then a
-// detail table.
+// Per path: print_strategy_sweep() for the queue counts, then a detail table.
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out);
 
 // Per path: kicks handled/s and worker CPU per queue count, a bar per strategy with its

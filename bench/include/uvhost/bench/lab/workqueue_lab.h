@@ -1,30 +1,19 @@
-// workqueue_lab.h - seed 000's experiment: vhost_work_queue enqueue strategies.
+// workqueue_lab.h - the Linux vhost worker's work queue (vhost_work_queue): where the
+// enqueue wakes the worker. N producer threads (1, 8, 64, 256 by default) queue work
+// items (virtqueue polls, signalled round-robin, each offered at most 1000 times a
+// second so paced offers are not coalesced) to one WorkQueue worker; a run burns
+// `work_ns` of CPU (handle_tx's stand-in). Strategies: (a) wake inside the spinlock,
+// (b) wake after unlock ("vhost: wake up the worker outside the lock"), (c) a
+// lock-free list. Per cell: throughput (items run/s) and the worker's CPU (% of one
+// core) - the two columns of the upstream table - plus producers' CPU, the mean cost
+// of queue(), futex wake-ups and parks per second.
 //
-// What it measures: N producer threads (1, 8, 64, 256 by default) queue work to
-// one WorkQueue worker. Each producer owns WorkItems (virtqueue polls) that it
-// signals round-robin - enough of them that each is offered at most 1000 times a
-// second, so paced offers are not coalesced - and a run burns a fixed amount of
-// CPU (`work_ns`, standing in for handle_tx).
-// For every enqueue strategy - (a) wake inside the spinlock, (b) wake after
-// unlock (seed 000's patch), (c) lock-free list - it reports throughput (items
-// run per second) and the worker thread's CPU as % of one core, the two columns
-// of the seed's table, plus producers' CPU, the mean cost of a queue() call,
-// and futex wake-ups and parks per second.
-//
-// Modes:
-//  - paced (default): producers together offer `rate` queue() calls per second
-//    (each sleeps to an absolute deadline), so throughput is the same for every
-//    strategy and CPU is the figure to compare - the seed's "same throughput,
-//    less vhost CPU".
-//  - saturating: producers call queue() in a tight loop; throughput is the figure.
-//
-// Method: every (threads, strategy) cell is run `runs` times; runs of the
-// strategies are interleaved (a b c a b c ...) so that drift on a shared,
-// noisy machine hits all strategies alike; each figure is summarized with a
-// 95% confidence interval (bench/stats.h). Every strategy but the first is held
-// against the first (the baseline, locked_wake by default): throughput and worker CPU
-// ratios with their CIs, and a verdict each - better / worse when the CI excludes 1,
-// noise when it contains 1. Each run uses a fresh WorkQueue.
+// Modes: paced (default; producers together offer `rate` queue() calls/s, sleeping to
+// absolute deadlines, so throughput is equal and CPU is the figure: "same throughput,
+// less vhost CPU") or saturating (tight loops; throughput is the figure).
+// Method: lab_engine.h (strategies interleaved); every strategy but the first is held
+// against the first (locked_wake by default) with a verdict per ratio (lab_summary.h).
+// Each run uses a fresh WorkQueue.
 #pragma once
 
 #include <functional>
@@ -32,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
@@ -97,20 +86,30 @@ struct StrategyVerdicts {
 };
 StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& base_throughput,
                                    const Summary& worker_cpu, const Summary& base_worker_cpu);
-struct StrategyVerdictRow {
-  int count = 0;  // producers (sync half) or queues (datapath half)
-  sync::EnqueueStrategy strategy = sync::EnqueueStrategy::kLockless;
-  StrategyVerdicts verdicts;
+// What both halves (this one and workqueue_datapath_lab.h) print per sweep, where
+// `count` is producers or queues: the upstream table (count | throughput | worker % per
+// strategy, worker-CPU ratios vs the first strategy), then every strategy's verdicts
+// against the first (count | strategy | throughput ×base | verdict | worker CPU ×base |
+// verdict) with a line saying which way is better.
+struct StrategyFigures {
+  const Summary* throughput;
+  const Summary* worker_cpu;
 };
-// The verdict table both halves print: count | strategy | throughput ×base | verdict |
-// worker CPU ×base | verdict, with a line saying which way is better.
-void print_strategy_verdicts(const std::string& count_header, const std::string& throughput_name,
-                             sync::EnqueueStrategy baseline, const std::vector<StrategyVerdictRow>& rows,
-                             std::ostream& out);
+using StrategyCellAt = std::function<StrategyFigures(int count, sync::EnqueueStrategy)>;
+struct StrategySweepNames {
+  std::string count_header;     // "threads", "queues"
+  std::string tp_column;        // after the strategy's name: "tp (items/s)", "kicks/s"
+  std::string throughput_name;  // "throughput", "kicks handled/s"
+};
+void print_strategy_sweep(const StrategySweepNames& names, const std::vector<int>& counts,
+                          const std::vector<sync::EnqueueStrategy>& strategies, const StrategyCellAt& at,
+                          std::ostream& out);
+// A cell's "vs_first_strategy" JSON: the first strategy's name, the throughput (under
+// `throughput_key`) and worker CPU ratios with their verdicts.
+nlohmann::json strategy_vs_first(const StrategyFigures& cell, const StrategyFigures& base,
+                                 sync::EnqueueStrategy first, const std::string& throughput_key);
 
-// The seed's table (threads | tp | worker% per strategy, with worker-CPU ratios
-// against the first strategy), the verdicts against the first strategy, then a
-// detail table.
+// print_strategy_sweep() for the producer counts, then a detail table.
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out);
 
 // Throughput and worker CPU per producer count, a bar per strategy with its 95% CI.

@@ -8,7 +8,7 @@
 //    threads that get them to other threads that put them: each buffer is owned by one
 //    thread at a time (stamped and re-checked), and the count is conserved. Run under
 //    TSan too: the buffer bytes are handed between threads only through the lock.
-#include "uvhost/datapath/packet_pool.h"
+#include "uvhost/experiments/packet_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@
 #include "uvhost/sync/delegation_lock.h"
 #include "uvhost/sync/qspinlock.h"
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 namespace {
 
 PacketPoolOptions small_options() {
@@ -212,4 +212,4 @@ TEST(PacketPool, ManyThreadsQSpinLock) { many_threads_conserve_buffers<sync::QSp
 TEST(PacketPool, ManyThreadsCkMcs) { many_threads_conserve_buffers<sync::CkMcsLock>(3, 300); }
 
 }  // namespace
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments

@@ -1,5 +1,5 @@
 // packet_pool.cpp - the shared buffer pool and its per-thread caches (see packet_pool.h).
-#include "uvhost/datapath/packet_pool.h"
+#include "uvhost/experiments/packet_pool.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 #include "uvhost/sync/misuse.h"
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 namespace {
 
 constexpr std::size_t kCacheLine = 64;
@@ -154,4 +154,4 @@ void PacketPool::Cache::drain() noexcept {
   while (!ids_.empty()) flush_oldest(pool_.options_.batch);
 }
 
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments

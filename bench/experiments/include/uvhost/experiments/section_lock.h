@@ -31,7 +31,8 @@
 // Why type erasure and not a template parameter on each structure: the lock is picked
 // by name at run time (CLI flags, a port's configuration), and the structure's code
 // stays one non-template class in a .cpp file. The signature of the erased call is the
-// seed's own API, lock(lock, fn, arg).
+// delegation lock's API as in the
+// flat-combining / ffwd delegation papers, lock(lock, fn, arg).
 #pragma once
 
 #include <memory>
@@ -40,7 +41,7 @@
 
 #include "uvhost/sync/delegation_lock.h"
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 
 class SectionLock {
  public:
@@ -97,4 +98,4 @@ std::unique_ptr<SectionLock> make_section_lock(Args&&... args) {
   return std::make_unique<SectionLockOf<L>>(std::forward<Args>(args)...);
 }
 
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments

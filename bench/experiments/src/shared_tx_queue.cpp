@@ -1,10 +1,10 @@
 // shared_tx_queue.cpp - the bounded TX queue under a SectionLock (see shared_tx_queue.h).
-#include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/experiments/shared_tx_queue.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 
 SharedTxQueue::SharedTxQueue(std::size_t capacity, std::unique_ptr<SectionLock> lock)
     : lock_(std::move(lock)), ring_(capacity) {
@@ -71,4 +71,4 @@ std::size_t SharedTxQueue::pop_locked(std::span<TxDescriptor> out) noexcept {
   return n;
 }
 
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments

@@ -6,7 +6,7 @@
 //    consumer draining: every accepted descriptor popped exactly once, each worker's in
 //    order, accepted + dropped == offered (under TSan too: the lock is the only
 //    synchronization between workers and consumer).
-#include "uvhost/datapath/shared_tx_queue.h"
+#include "uvhost/experiments/shared_tx_queue.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 #include "uvhost/sync/delegation_lock.h"
 #include "uvhost/sync/qspinlock.h"
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 namespace {
 
 std::vector<TxDescriptor> burst_of(uint64_t first, std::size_t n) {
@@ -145,4 +145,4 @@ TEST(SharedTxQueue, ManyWorkersQSpinLock) { workers_and_consumer_exactly_once<sy
 TEST(SharedTxQueue, ManyWorkersCkTicket) { workers_and_consumer_exactly_once<sync::CkTicketLock>(5, 300); }
 
 }  // namespace
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments

@@ -40,7 +40,7 @@
 // A ring of `capacity` descriptors with a head and a count, all plain fields guarded
 // by the lock (no atomics: the lock orders every access). Why a lock at all when a
 // lock-free MPSC ring exists (frame_ring.h)? This structure is the lab's model of the
-// case seed 004 argues about: a short section on data that many threads hit, where
+// case a delegation lock is meant for: a short section on data that many threads hit, where
 // the lock word and the ring's lines bounce between cores; a delegation lock keeps
 // them in the combiner's cache. A burst is pushed in one section, so the lock is
 // taken once per burst, not per packet.
@@ -52,9 +52,9 @@
 #include <span>
 #include <vector>
 
-#include "uvhost/datapath/section_lock.h"
+#include "uvhost/experiments/section_lock.h"
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 
 // One packet to transmit. `cookie` is the caller's (the lab stores worker and
 // sequence number there to check exactly-once delivery).
@@ -106,4 +106,4 @@ class SharedTxQueue {
   SharedTxQueueStats stats_;
 };
 
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments

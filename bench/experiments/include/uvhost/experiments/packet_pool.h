@@ -1,6 +1,6 @@
 // packet_pool.h - fixed-size packet buffers shared by workers, with per-thread caches
 // refilled and flushed in batches under one lock (DPDK's mempool cache, SLAB's
-// array_cache; the critical sections of seed 004).
+// array_cache; the critical sections a delegation lock is meant for).
 //
 // CONTRACT
 //
@@ -63,9 +63,9 @@
 #include <string>
 #include <vector>
 
-#include "uvhost/datapath/section_lock.h"
+#include "uvhost/experiments/section_lock.h"
 
-namespace uvhost::datapath {
+namespace uvhost::experiments {
 
 using BufferId = uint32_t;
 inline constexpr BufferId kNoBuffer = UINT32_MAX;
@@ -167,4 +167,4 @@ class PacketPool::Cache {
   PacketCacheStats stats_;
 };
 
-}  // namespace uvhost::datapath
+}  // namespace uvhost::experiments
