@@ -52,9 +52,10 @@ TEST(ParseConfig, PortKeysAndDaemonFlags) {
   EXPECT_EQ(describe(c), "poll=busy,busy_us=50,workers=pair,enqueue=lockless,pool_workers=2");
 }
 
-TEST(ParseConfig, EnqueueLetterIsNormalized) {
-  const Config c = parse_ok("enqueue=b");
+TEST(ParseConfig, EnqueueTakesOnlyTheStrategyNames) {
+  const Config c = parse_ok("enqueue=unlock_wake");
   EXPECT_EQ(c.serve_args, (std::vector<std::string>{"--enqueue", "unlock_wake"}));
+  EXPECT_NE(parse_error("enqueue=b").find("lock_wake"), std::string::npos);
 }
 
 TEST(ParseConfig, TestpmdSocketSpin) {
