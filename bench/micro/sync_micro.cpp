@@ -21,17 +21,23 @@
 namespace {
 using namespace uvhost::sync;
 
-// lock(); one increment; unlock() - the cost of an empty critical section.
+// enter(); one increment; leave() per iteration - the cost of an empty critical
+// section, for any pair of entry and exit calls (exclusive or shared side).
+template <class Enter, class Leave>
+void time_empty_sections(benchmark::State& state, Enter enter, Leave leave) {
+  uint64_t counter = 0;
+  for (auto _ : state) {
+    enter();
+    ++counter;
+    leave();
+  }
+  benchmark::DoNotOptimize(counter);
+}
+
 template <class Lock>
 void BM_LockUnlock(benchmark::State& state) {
   Lock lock;
-  uint64_t counter = 0;
-  for (auto _ : state) {
-    lock.lock();
-    ++counter;
-    lock.unlock();
-  }
-  benchmark::DoNotOptimize(counter);
+  time_empty_sections(state, [&] { lock.lock(); }, [&] { lock.unlock(); });
   state.SetLabel(Lock::kName);
 }
 BENCHMARK(BM_LockUnlock<StdMutexLock>);
@@ -44,13 +50,7 @@ BENCHMARK(BM_LockUnlock<RwSemaphore>);
 
 void BM_RwSemaphoreShared(benchmark::State& state) {
   RwSemaphore sem;
-  uint64_t counter = 0;
-  for (auto _ : state) {
-    sem.lock_shared();
-    ++counter;
-    sem.unlock_shared();
-  }
-  benchmark::DoNotOptimize(counter);
+  time_empty_sections(state, [&] { sem.lock_shared(); }, [&] { sem.unlock_shared(); });
 }
 BENCHMARK(BM_RwSemaphoreShared);
 
