@@ -12,10 +12,11 @@ namespace uvhost::serve {
 
 namespace {
 
-// Backend::open(options, error), its reason prefixed with the port's name.
+// Backend::open(options, error) with the port's queue pairs (every backend's options
+// take them from the spec), its reason prefixed with the port's name.
 template <typename Backend, typename Options>
-std::unique_ptr<backends::PortBackend> open_for_port(const PortSpec& spec, const Options& options,
-                                                     std::string& error) {
+std::unique_ptr<backends::PortBackend> open_for_port(const PortSpec& spec, Options options, std::string& error) {
+  options.queue_pairs = spec.queue_pairs;
   std::unique_ptr<Backend> backend = Backend::open(options, error);
   if (!backend) error = fmt::format("{}: {}", spec.name, error);
   return backend;
@@ -32,13 +33,11 @@ std::unique_ptr<backends::PortBackend> make_backend(const PortSpec& spec, backen
       backends::SourceOptions options;
       options.rate_pps = spec.source_rate_pps;
       options.frame_size = spec.source_frame_size;
-      options.queue_pairs = spec.queue_pairs;
       return open_for_port<backends::SourceBackend>(spec, options, error);
     }
     case BackendKind::kTap: {
       backends::TapBackendOptions options;
       options.name = spec.tap_name;
-      options.queue_pairs = spec.queue_pairs;
       options.mtu = spec.mtu;
       return open_for_port<backends::TapBackend>(spec, options, error);
     }
