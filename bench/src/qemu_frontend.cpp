@@ -25,6 +25,7 @@
 
 #include "uvhost/bench/backend_process.h"
 #include "uvhost/bench/process_threads.h"
+#include "uvhost/bench/run_dir.h"
 
 extern char** environ;
 
@@ -88,35 +89,6 @@ std::string tail_lines(const std::string& path, size_t lines = 15) {
   }
   return text.substr(seen > lines ? pos + 1 : 0);
 }
-
-// The run's folder: the given one (kept) or a fresh one under /tmp (removed).
-class RunDir {
- public:
-  explicit RunDir(const std::string& given) {
-    if (!given.empty()) {
-      std::filesystem::create_directories(given);
-      path_ = given;
-      return;
-    }
-    std::string pattern = "/tmp/uvhost-bench-qemu.XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw std::system_error(errno, std::generic_category(), "mkdtemp");
-    path_ = pattern;
-    owned_ = true;
-  }
-  ~RunDir() {
-    if (!owned_) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  RunDir(const RunDir&) = delete;
-  RunDir& operator=(const RunDir&) = delete;
-  std::string file(const char* name) const { return (std::filesystem::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-  bool owned_ = false;
-};
 
 // A network namespace, deleted (with the tap uvhost made in it) when this goes away;
 // declared before the processes that run in it, so they are stopped first.
@@ -294,7 +266,7 @@ RunResult run_qemu_point(const Config& config, const Point& point, const RunOpti
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
   const int backend_cpu = options.pin ? options.backend_cpu : -1;
 
-  RunDir dir(options.work_dir);
+  RunDir dir(options.work_dir, "uvhost-bench-qemu");
   const std::string suffix = unique_suffix();
   const std::string setup_log = dir.file("setup.log");
   Netns ns("uvh-bench-" + suffix, setup_log);

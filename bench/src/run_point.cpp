@@ -22,6 +22,7 @@
 #include "uvhost/bench/live_switch.h"
 #include "uvhost/bench/process_threads.h"
 #include "uvhost/bench/qemu_frontend.h"
+#include "uvhost/bench/run_dir.h"
 #include "uvhost/bench/workload.h"
 #include "uvhost/serve/control_client.h"
 #include "uvhost/vhost_user/frontend.h"
@@ -34,34 +35,6 @@ constexpr auto kUvhostStartTimeout = std::chrono::seconds{10};
 // testpmd zeroes its 512 MB and may take several seconds on a busy machine.
 constexpr auto kTestpmdStartTimeout = std::chrono::seconds{40};
 constexpr auto kConnectTimeout = std::chrono::seconds{5};
-
-// A run's folder: the given one (kept), or a fresh one under /tmp (removed afterwards).
-class WorkDir {
- public:
-  explicit WorkDir(const std::string& given) {
-    if (!given.empty()) {
-      std::filesystem::create_directories(given);
-      path_ = given;
-      return;
-    }
-    std::string pattern = "/tmp/uvhost-bench.XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::system_error(errno, std::generic_category(), "mkdtemp");
-    path_ = pattern;
-    owned_ = true;
-  }
-  ~WorkDir() {
-    if (!owned_) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  WorkDir(const WorkDir&) = delete;
-  WorkDir& operator=(const WorkDir&) = delete;
-  std::string file(const char* name) const { return (std::filesystem::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-  bool owned_ = false;
-};
 
 // Pins the calling thread to one CPU for its lifetime, then restores its old mask.
 class ThreadPin {
@@ -159,7 +132,7 @@ std::array<RunResult, 2> run_sides(const Config& config, const SecondSide* secon
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
   const int backend_cpu = options.pin ? options.backend_cpu : -1;
 
-  WorkDir dir(options.work_dir);
+  RunDir dir(options.work_dir, "uvhost-bench");
   DpdkPrefix prefix;
   std::unique_ptr<BackendProcess> backend;
   std::string socket;
