@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -107,25 +108,18 @@ bool Frontend::request(Request request, const Payload& payload, std::span<const 
   return true;
 }
 
-bool Frontend::request_u64(Request request, const Payload& payload, uint64_t& value) {
+template <class Reply>
+bool Frontend::request_reply(Request request, const Payload& payload, Reply& value) {
+  static_assert(std::is_same_v<Reply, uint64_t> || std::is_same_v<Reply, VringState>);
+  constexpr ReplyKind kind = std::is_same_v<Reply, uint64_t> ? ReplyKind::kU64 : ReplyKind::kVringState;
   if (broken()) return false;
   // Requests with a reply of their own never ask for an ack too (the spec: the reply is
   // the answer).
   SendResult sent = connection_.send(encode(request, 0, payload));
   if (!sent.ok) return fail(fmt::format("frontend: sending {}: {}", to_string(request), sent.error));
   Payload reply;
-  if (!await_reply(request, ReplyKind::kU64, reply)) return false;
-  value = std::get<uint64_t>(reply);
-  return true;
-}
-
-bool Frontend::request_vring_state(Request request, const Payload& payload, VringState& value) {
-  if (broken()) return false;
-  SendResult sent = connection_.send(encode(request, 0, payload));
-  if (!sent.ok) return fail(fmt::format("frontend: sending {}: {}", to_string(request), sent.error));
-  Payload reply;
-  if (!await_reply(request, ReplyKind::kVringState, reply)) return false;
-  value = std::get<VringState>(reply);
+  if (!await_reply(request, kind, reply)) return false;
+  value = std::get<Reply>(reply);
   return true;
 }
 
@@ -133,7 +127,7 @@ bool Frontend::request_vring_state(Request request, const Payload& payload, Vrin
 
 bool Frontend::negotiate() {
   uint64_t offered = 0;
-  if (!request_u64(Request::kGetFeatures, std::monostate{}, offered)) return false;
+  if (!request_reply(Request::kGetFeatures, std::monostate{}, offered)) return false;
   // Several queue pairs need VIRTIO_NET_F_MQ and the MQ protocol feature: asked for
   // whenever options.queue_pairs > 1, whatever options.features says.
   const bool multiqueue = options_.queue_pairs > 1;
@@ -143,7 +137,7 @@ bool Frontend::negotiate() {
 
   if ((features_ & feature::kProtocolFeatures) != 0) {
     uint64_t offered_protocol = 0;
-    if (!request_u64(Request::kGetProtocolFeatures, std::monostate{}, offered_protocol)) return false;
+    if (!request_reply(Request::kGetProtocolFeatures, std::monostate{}, offered_protocol)) return false;
     uint64_t wanted = (options_.protocol_features | (multiqueue ? protocol::kMq : 0)) & offered_protocol;
     // MQ only matters with several pairs; STATUS is never asked for (it would make a
     // backend such as DPDK wait for SET_STATUS DRIVER_OK before using the rings).
@@ -153,7 +147,7 @@ bool Frontend::negotiate() {
     protocol_features_ = wanted;
     if ((protocol_features_ & protocol::kMq) != 0) {
       uint64_t queues = 0;
-      if (!request_u64(Request::kGetQueueNum, std::monostate{}, queues)) return false;
+      if (!request_reply(Request::kGetQueueNum, std::monostate{}, queues)) return false;
       if (queues < options_.queue_pairs) {
         return fail(fmt::format("frontend: backend has {} queue pairs, {} asked for", queues, options_.queue_pairs));
       }
@@ -302,7 +296,7 @@ bool Frontend::stop() {
     for (const FrontendVring* vring : {&pair->rx, &pair->tx}) {
       if (!ok) break;
       VringState state;
-      ok = request_vring_state(Request::kGetVringBase, VringState{vring->index, 0}, state);
+      ok = request_reply(Request::kGetVringBase, VringState{vring->index, 0}, state);
       if (!ok) break;
       if (state.index != vring->index) {
         ok = fail(fmt::format("frontend: GET_VRING_BASE for vring {} answered for vring {}", vring->index,

@@ -198,8 +198,9 @@ class Frontend {
   // One request. With a reply kind, waits for and checks the reply; without one, asks
   // for an ack when REPLY_ACK is negotiated and checks it.
   bool request(Request request, const Payload& payload, std::span<const int> fds = {});
-  bool request_u64(Request request, const Payload& payload, uint64_t& reply);
-  bool request_vring_state(Request request, const Payload& payload, VringState& reply);
+  // A request whose reply is its answer (no ack asked): a uint64_t or a VringState.
+  template <class Reply>
+  bool request_reply(Request request, const Payload& payload, Reply& reply);
   bool await_reply(Request expected, ReplyKind kind, Payload& reply);
   bool fail(std::string why);
   // TX buffers (descriptors) a frame of `frame_bytes` takes, header included.
