@@ -176,18 +176,15 @@ LearnResult MacTable::learn_locked(Bucket& b, uint64_t key, PortId port, int64_t
   return LearnResult::kLearned;
 }
 
-size_t MacTable::remove_port(PortId port) {
-  sync::MutexLock lock(mutex_);
+template <class Matches>
+size_t MacTable::remove_matching(Matches matches) noexcept {
   size_t removed = 0;
   for (size_t i = 0; i < bucket_count_; ++i) {
     Bucket& b = buckets_[i];
     bool writing = false;
     for (size_t w = 0; w < kWays; ++w) {
       // relaxed: we are the only writer (mutex_).
-      if (b.key[w].load(std::memory_order_relaxed) == 0 ||
-          b.port[w].load(std::memory_order_relaxed) != port) {
-        continue;
-      }
+      if (b.key[w].load(std::memory_order_relaxed) == 0 || !matches(b, w)) continue;
       if (!writing) {
         begin_write(b);
         writing = true;
@@ -198,6 +195,14 @@ size_t MacTable::remove_port(PortId port) {
     if (writing) end_write(b);
   }
   entries_.fetch_sub(removed, std::memory_order_relaxed);  // relaxed: statistics
+  return removed;
+}
+
+size_t MacTable::remove_port(PortId port) {
+  sync::MutexLock lock(mutex_);
+  // relaxed: we are the only writer (mutex_).
+  const size_t removed =
+      remove_matching([port](const Bucket& b, size_t w) { return b.port[w].load(std::memory_order_relaxed) == port; });
   flushed_.fetch_add(removed, std::memory_order_relaxed);  // relaxed: statistics
   return removed;
 }
@@ -205,26 +210,9 @@ size_t MacTable::remove_port(PortId port) {
 size_t MacTable::expire(SwitchTime now) {
   const int64_t now_ns = ticks(now);
   sync::MutexLock lock(mutex_);
-  size_t evicted = 0;
-  for (size_t i = 0; i < bucket_count_; ++i) {
-    Bucket& b = buckets_[i];
-    bool writing = false;
-    for (size_t w = 0; w < kWays; ++w) {
-      // relaxed: we are the only writer (mutex_).
-      if (b.key[w].load(std::memory_order_relaxed) == 0 ||
-          !is_aged(b.seen[w].load(std::memory_order_relaxed), now_ns)) {
-        continue;
-      }
-      if (!writing) {
-        begin_write(b);
-        writing = true;
-      }
-      b.key[w].store(0, std::memory_order_release);  // release: see begin_write()
-      ++evicted;
-    }
-    if (writing) end_write(b);
-  }
-  entries_.fetch_sub(evicted, std::memory_order_relaxed);       // relaxed: statistics
+  // relaxed: we are the only writer (mutex_).
+  const size_t evicted = remove_matching(
+      [this, now_ns](const Bucket& b, size_t w) { return is_aged(b.seen[w].load(std::memory_order_relaxed), now_ns); });
   evicted_aged_.fetch_add(evicted, std::memory_order_relaxed);  // relaxed: statistics
   return evicted;
 }

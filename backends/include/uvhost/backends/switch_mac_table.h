@@ -283,6 +283,9 @@ class MacTable {
   static void begin_write(Bucket& b) noexcept;
   static void end_write(Bucket& b) noexcept;
   LearnResult learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) noexcept UVHOST_REQUIRES(mutex_);
+  // Empties every used slot for which matches(bucket, way) holds; the number emptied.
+  template <class Matches>
+  size_t remove_matching(Matches matches) noexcept UVHOST_REQUIRES(mutex_);
   void count(LearnResult result) noexcept;
 
   const MacTableConfig config_;
