@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "uvhost/sync/ck_locks.h"
+
 #if defined(UVHOST_SANITIZER_THREAD)
 void __tsan_ignore_thread_begin(void);
 void __tsan_ignore_thread_end(void);
@@ -28,12 +30,7 @@ void __tsan_ignore_thread_end(void);
 #define UVHOST_CK_END() ((void)0)
 #endif
 
-/* Storage the C++ side reserves (keep in sync with baseline_locks.h, kCk*). */
-#define UVHOST_CK_LOCK_STORAGE 8   /* ticket word, or MCS/CLH queue tail pointer */
-#define UVHOST_CK_LOCK_ALIGN 8
-#define UVHOST_CK_NODE_STORAGE 64  /* MCS queue node, one cache line */
-#define UVHOST_CK_NODE_ALIGN 64
-
+/* The storage the C++ side reserves (UVHOST_CK_*) must hold CK's types. */
 _Static_assert(sizeof(ck_spinlock_ticket_t) <= UVHOST_CK_LOCK_STORAGE, "ticket storage");
 _Static_assert(alignof(ck_spinlock_ticket_t) <= UVHOST_CK_LOCK_ALIGN, "ticket alignment");
 _Static_assert(sizeof(ck_spinlock_mcs_t) <= UVHOST_CK_LOCK_STORAGE, "mcs storage");
@@ -42,25 +39,6 @@ _Static_assert(sizeof(ck_spinlock_mcs_context_t) <= UVHOST_CK_NODE_STORAGE, "mcs
 _Static_assert(alignof(ck_spinlock_mcs_context_t) <= UVHOST_CK_NODE_ALIGN, "mcs node alignment");
 _Static_assert(sizeof(struct ck_spinlock_clh *) <= UVHOST_CK_LOCK_STORAGE, "clh storage");
 _Static_assert(alignof(struct ck_spinlock_clh *) <= UVHOST_CK_LOCK_ALIGN, "clh alignment");
-
-/* Prototypes (the C++ header declares the same ones under extern "C"). */
-void uvhost_ck_ticket_init(void *lock);
-void uvhost_ck_ticket_lock(void *lock);
-bool uvhost_ck_ticket_trylock(void *lock);
-void uvhost_ck_ticket_unlock(void *lock);
-bool uvhost_ck_ticket_locked(void *lock);
-void uvhost_ck_mcs_init(void *lock);
-void uvhost_ck_mcs_lock(void *lock, void *node);
-bool uvhost_ck_mcs_trylock(void *lock, void *node);
-void uvhost_ck_mcs_unlock(void *lock, void *node);
-bool uvhost_ck_mcs_locked(void *lock);
-void *uvhost_ck_clh_node_alloc(void);
-void uvhost_ck_clh_node_free(void *node);
-void uvhost_ck_clh_init(void *lock, void *unowned_node);
-void uvhost_ck_clh_lock(void *lock, void *node);
-void uvhost_ck_clh_unlock(void **thread_node);
-bool uvhost_ck_clh_locked(void *lock);
-void *uvhost_ck_clh_tail(void *lock);
 
 /* ---- ticket ---- */
 void uvhost_ck_ticket_init(void *lock) { ck_spinlock_ticket_init(lock); }

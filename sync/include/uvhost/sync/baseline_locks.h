@@ -47,41 +47,23 @@
 #include <cstddef>
 #include <mutex>
 
+#include "uvhost/sync/ck_locks.h"
 #include "uvhost/sync/misuse.h"
 
-extern "C" {
-// Implemented in sync/src/ck_locks.c over <ck_spinlock.h>. Storage is opaque here.
-void uvhost_ck_ticket_init(void* lock);
-void uvhost_ck_ticket_lock(void* lock);
-bool uvhost_ck_ticket_trylock(void* lock);
-void uvhost_ck_ticket_unlock(void* lock);
-bool uvhost_ck_ticket_locked(void* lock);
-void uvhost_ck_mcs_init(void* lock);
-void uvhost_ck_mcs_lock(void* lock, void* node);
-bool uvhost_ck_mcs_trylock(void* lock, void* node);
-void uvhost_ck_mcs_unlock(void* lock, void* node);
-bool uvhost_ck_mcs_locked(void* lock);
-void* uvhost_ck_clh_node_alloc(void);
-void uvhost_ck_clh_node_free(void* node);
-void uvhost_ck_clh_init(void* lock, void* unowned_node);
-void uvhost_ck_clh_lock(void* lock, void* node);
-void uvhost_ck_clh_unlock(void** thread_node);
-bool uvhost_ck_clh_locked(void* lock);
-void* uvhost_ck_clh_tail(void* lock);
 #if defined(UVHOST_SANITIZER_THREAD)
+extern "C" {
 void __tsan_acquire(void* addr);
 void __tsan_release(void* addr);
-#endif
 }
+#endif
 
 namespace uvhost::sync {
 
 namespace detail {
-// Keep in sync with ck_locks.c (it static_asserts that CK's types fit).
-inline constexpr std::size_t kCkLockStorage = 8;
-inline constexpr std::size_t kCkLockAlign = 8;
-inline constexpr std::size_t kCkNodeStorage = 64;
-inline constexpr std::size_t kCkNodeAlign = 64;
+inline constexpr std::size_t kCkLockStorage = UVHOST_CK_LOCK_STORAGE;
+inline constexpr std::size_t kCkLockAlign = UVHOST_CK_LOCK_ALIGN;
+inline constexpr std::size_t kCkNodeStorage = UVHOST_CK_NODE_STORAGE;
+inline constexpr std::size_t kCkNodeAlign = UVHOST_CK_NODE_ALIGN;
 
 inline void tsan_acquire([[maybe_unused]] void* address) noexcept {
 #if defined(UVHOST_SANITIZER_THREAD)
