@@ -152,35 +152,37 @@ class RwSemaphore {
   static constexpr uint32_t kWriterHeld = 1u << 31;
   static constexpr uint32_t kReaderBlockers = kWriterHeld | kWaitingMask;
 
-  void lock_shared_slow() noexcept {
+  // The waiter's side of the design note, for readers and writers alike: spins
+  // kRwSemSpins pauses retrying try_enter(), then sleeps on `seq` (counted in
+  // `sleepers`) unless the state no longer has any of the `blockers` bits; returns
+  // once try_enter() succeeds.
+  template <class TryEnter>
+  void wait_to_enter(TryEnter try_enter, uint32_t blockers, std::atomic<uint32_t>& sleepers,
+                     std::atomic<uint32_t>& seq) noexcept {
     for (;;) {
       for (uint32_t i = 0; i < kRwSemSpins; ++i) {
-        if (try_lock_shared()) return;
+        if (try_enter()) return;
         cpu_relax();
       }
-      // Sleep until a writer leaves (see the design note for the orders).
-      reader_sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      const uint32_t seq = reader_seq_.load(std::memory_order_seq_cst);
-      if ((state_.load(std::memory_order_seq_cst) & kReaderBlockers) != 0) futex_wait(reader_seq_, seq);
-      reader_sleepers_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: only a wake hint
+      // seq_cst: see the design note for the orders.
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t seen = seq.load(std::memory_order_seq_cst);
+      if ((state_.load(std::memory_order_seq_cst) & blockers) != 0) futex_wait(seq, seen);
+      sleepers.fetch_sub(1, std::memory_order_relaxed);  // relaxed: only a wake hint
     }
+  }
+
+  // Sleeps until a writer leaves.
+  void lock_shared_slow() noexcept {
+    wait_to_enter([this] { return try_lock_shared(); }, kReaderBlockers, reader_sleepers_, reader_seq_);
   }
 
   void lock_slow() noexcept {
     // Announce ourselves: from now on new readers wait. relaxed: the announcement
     // orders nothing we read; entry below is an acquire CAS.
     state_.fetch_add(kWaitingWriter, std::memory_order_relaxed);
-    for (;;) {
-      for (uint32_t i = 0; i < kRwSemSpins; ++i) {
-        if (try_enter_as_waiting_writer()) return;
-        cpu_relax();
-      }
-      writer_sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      const uint32_t seq = writer_seq_.load(std::memory_order_seq_cst);
-      const uint32_t s = state_.load(std::memory_order_seq_cst);
-      if ((s & (kWriterHeld | kReaderMask)) != 0) futex_wait(writer_seq_, seq);
-      writer_sleepers_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: only a wake hint
-    }
+    wait_to_enter([this] { return try_enter_as_waiting_writer(); }, kWriterHeld | kReaderMask, writer_sleepers_,
+                  writer_seq_);
   }
 
   bool try_enter_as_waiting_writer() noexcept {
