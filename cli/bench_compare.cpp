@@ -128,6 +128,18 @@ void write_file(const char* command, const std::string& path, Write write) {
   }
 }
 
+// The measurement's result; a failure is said on stderr ("uvhost bench <command>:
+// why") and exits 1.
+template <typename Measure>
+auto measure_or_exit(const char* command, Measure measure) {
+  try {
+    return measure();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "uvhost bench {}: {}\n", command, e.what());
+    throw CLI::RuntimeError(1);
+  }
+}
+
 void run_compare_command(CompareOptions& o) {
   bench::CompareSpec spec;
   spec.a = config_or_exit("compare", "--a", o.a, "A");
@@ -150,17 +162,13 @@ void run_compare_command(CompareOptions& o) {
   spec.slice_seconds = o.run.options.slice_seconds;
 
   fmt::print(stderr, "uvhost bench compare: {} point(s); {}\n", spec.points.size(), bench::interleave_line(spec));
-  bench::CompareResult result;
   auto failures = std::make_shared<size_t>(0);
-  try {
-    result = spec.interleave == bench::Interleave::kSlices
-                 ? bench::run_compare_interleaved(spec, bench::real_pair_runner(run_options(o.run), failures),
-                                                  print_progress)
-                 : bench::run_compare(spec, bench::real_runner(run_options(o.run), failures), print_progress);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "uvhost bench compare: {}\n", e.what());
-    throw CLI::RuntimeError(1);
-  }
+  const bench::CompareResult result = measure_or_exit("compare", [&] {
+    return spec.interleave == bench::Interleave::kSlices
+               ? bench::run_compare_interleaved(spec, bench::real_pair_runner(run_options(o.run), failures),
+                                                print_progress)
+               : bench::run_compare(spec, bench::real_runner(run_options(o.run), failures), print_progress);
+  });
   bench::print_compare_report(result, std::cout);
   report_failures("compare", *failures);
   std::cout.flush();
@@ -201,15 +209,11 @@ void run_calibrate_command(CalibrateOptions& o) {
 
   fmt::print(stderr, "uvhost bench calibrate: {} trials x (A/A + A/B) x {} rounds, interleaved in {}, {} s + {} s warmup\n",
              spec.trials, spec.runs, bench::to_string(spec.interleave), spec.seconds, spec.warmup_seconds);
-  bench::CalibrateResult result;
   auto failures = std::make_shared<size_t>(0);
-  try {
-    result = bench::run_calibrate(spec, bench::real_runner(run_options(o.run), failures), print_progress,
-                                  bench::real_pair_runner(run_options(o.run), failures));
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "uvhost bench calibrate: {}\n", e.what());
-    throw CLI::RuntimeError(1);
-  }
+  const bench::CalibrateResult result = measure_or_exit("calibrate", [&] {
+    return bench::run_calibrate(spec, bench::real_runner(run_options(o.run), failures), print_progress,
+                                bench::real_pair_runner(run_options(o.run), failures));
+  });
   // A measurement, not a test: the exit status is 0 whether or not the targets pass.
   bench::print_calibrate_report(result, std::cout);
   report_failures("calibrate", *failures);
