@@ -21,7 +21,7 @@ namespace uvhost::cli {
 namespace {
 
 struct BenchOptions {
-  std::vector<std::string> workloads{"rr", "stream-tx", "stream-rx"};
+  std::vector<std::string> workloads = base::names(bench::kWorkloadNames);
   std::vector<uint32_t> sizes{64, 1500};
   std::vector<uint32_t> sessions{1};
   std::string config;
@@ -47,7 +47,8 @@ void run_bench(BenchOptions& o) {
   if (!config) usage_error("--config: " + error);
   if (!o.backend.empty()) {
     if (config->backend == bench::BackendKind::kSocket) usage_error("--backend and a socket cannot go together");
-    config->backend = o.backend == "testpmd" ? bench::BackendKind::kTestpmd : bench::BackendKind::kUvhost;
+    config->backend =
+        base::parse(bench::kStartedBackendNames, o.backend).value_or(bench::BackendKind::kUvhost);
     if (config->backend != bench::BackendKind::kUvhost && (!config->port_keys.empty() || !config->serve_args.empty())) {
       usage_error("port keys and daemon flags in --config apply to --backend uvhost only");
     }
@@ -66,12 +67,12 @@ void run_bench(BenchOptions& o) {
   std::vector<bench::Workload> workloads;
   for (const std::string& name : o.workloads) {
     auto w = bench::parse_workload(name);
-    if (!w) usage_error(fmt::format("workload '{}' unknown (rr, stream-tx, stream-rx)", name));
+    if (!w) usage_error(base::unknown_name("workload", name, bench::kWorkloadNames));
     workloads.push_back(*w);
   }
   o.run.pin = !o.no_pin;
-  if (o.frontend == "qemu") {
-    o.run.frontend = bench::Frontend::kQemu;
+  o.run.frontend = base::parse(bench::kFrontendNames, o.frontend).value_or(bench::Frontend::kEmbedded);
+  if (o.run.frontend == bench::Frontend::kQemu) {
     try {
       (void)bench::find_guest(o.run.guest_dir);
     } catch (const std::exception& e) {
@@ -115,12 +116,14 @@ void run_bench(BenchOptions& o) {
 
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* cmd = app.add_subcommand(
-      "bench", "Measure a vhost-user backend with netperf-style workloads (rr, stream-tx, stream-rx)");
+  auto* cmd = app.add_subcommand("bench", "Measure a vhost-user backend with netperf-style workloads (" +
+                                              base::join_names(bench::kWorkloadNames, ", ") + ")");
   cmd->require_subcommand(0, 1);
   add_bench_compare(*cmd);
   add_bench_calibrate(*cmd);
-  cmd->add_option("--workloads", o->workloads, "Comma-separated: rr, stream-tx, stream-rx")->delimiter(',');
+  cmd->add_option("--workloads", o->workloads,
+                  "Comma-separated: " + base::join_names(bench::kWorkloadNames, ", "))
+      ->delimiter(',');
   cmd->add_option("--sizes", o->sizes, "Ethernet frame sizes in bytes, 60..65535")
       ->delimiter(',')
       ->check(CLI::Range(60, 65535));
@@ -128,10 +131,11 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--config", o->config,
-                  "KEY=VALUE,...: backend=uvhost|testpmd, port keys of `uvhost serve --port` (poll=busy, "
-                  "workers=pair, ...), enqueue=, pool_workers=, spin_ns=, label=");
+                  "KEY=VALUE,...: backend=" + base::join_names(bench::kStartedBackendNames, "|") +
+                      ", port keys of `uvhost serve --port` (poll=busy, workers=pair, ...), enqueue=, "
+                      "pool_workers=, spin_ns=, label=");
   cmd->add_option("--backend", o->backend, "The backend started for each run")
-      ->check(CLI::IsMember({"uvhost", "testpmd"}));
+      ->check(CLI::IsMember(base::names(bench::kStartedBackendNames)));
   cmd->add_option("--socket", o->socket, "Use an already running backend listening here");
   cmd->add_option("--backend-pid", o->backend_pid, "With --socket: the process whose threads' CPU is counted")
       ->check(CLI::PositiveNumber);
@@ -148,7 +152,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--frontend", o->frontend,
                   "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping; "
                   "--seconds and --warmup rounded up to whole seconds, the warm-up to at least 1)")
-      ->check(CLI::IsMember({"embedded", "qemu"}))
+      ->check(CLI::IsMember(base::names(bench::kFrontendNames)))
       ->capture_default_str();
   cmd->add_option("--guest-dir", o->run.guest_dir,
                   "--frontend qemu: scripts/build-guest.sh's cache (build/guest) or the folder of its vmlinux");

@@ -80,7 +80,7 @@ bench::Config config_or_exit(const char* command, const char* flag, const std::s
 
 bench::Workload workload_or_exit(const char* command, const std::string& name) {
   auto w = bench::parse_workload(name);
-  if (!w) usage_error(command, fmt::format("workload '{}' unknown (rr, stream-tx, stream-rx)", name));
+  if (!w) usage_error(command, base::unknown_name("workload", name, bench::kWorkloadNames));
   return *w;
 }
 
@@ -88,7 +88,7 @@ bench::Workload workload_or_exit(const char* command, const std::string& name) {
 bench::RunOptions run_options(const RunFlags& flags) {
   bench::RunOptions options = flags.options;
   options.pin = !flags.no_pin;
-  if (flags.frontend == "qemu") options.frontend = bench::Frontend::kQemu;
+  options.frontend = base::parse(bench::kFrontendNames, flags.frontend).value_or(bench::Frontend::kEmbedded);
   return options;
 }
 
@@ -145,7 +145,7 @@ void run_compare_command(CompareOptions& o) {
   spec.a = config_or_exit("compare", "--a", o.a, "A");
   spec.b = config_or_exit("compare", "--b", o.b, "B");
   const auto method = bench::parse_ab_method(o.method);
-  if (!method) usage_error("compare", fmt::format("--method '{}' unknown (paired-t, welch, signed-rank)", o.method));
+  if (!method) usage_error("compare", base::unknown_name("--method", o.method, bench::kAbMethodNames));
   spec.method = *method;
   std::vector<bench::Workload> workloads;
   for (const std::string& name : o.workloads) workloads.push_back(workload_or_exit("compare", name));
@@ -238,7 +238,7 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
                   "runs: A and B each in their own runs (own backend process); slices: each round one run "
                   "with A and B switched live every --slice (only keys a running backend switches: poll, "
                   "busy_us, exit, memory, enqueue, spin_ns); auto: slices where possible")
-      ->check(CLI::IsMember({"auto", "runs", "slices"}))
+      ->check(CLI::IsMember(base::names(bench::kInterleaveRequestNames)))
       ->capture_default_str();
   cmd->add_option("--slice", run.options.slice_seconds,
                   "--interleave slices: each side's sub-window, seconds (--seconds per side in all)")
@@ -257,7 +257,7 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
   cmd->add_option("--frontend", run.frontend,
                   "Traffic source: embedded (ours, in this process) or qemu (a Linux guest: iperf3, ping; "
                   "--seconds and --warmup rounded up to whole seconds, the warm-up to at least 1)")
-      ->check(CLI::IsMember({"embedded", "qemu"}))
+      ->check(CLI::IsMember(base::names(bench::kFrontendNames)))
       ->capture_default_str();
   cmd->add_option("--guest-dir", run.options.guest_dir,
                   "--frontend qemu: scripts/build-guest.sh's cache (build/guest) or the folder of its vmlinux");
@@ -274,7 +274,8 @@ void add_bench_compare(CLI::App& bench) {
   cmd->add_option("--a", o->a, "Config A: KEY=VALUE,... (as `uvhost bench --config`), e.g. poll=notify")
       ->required();
   cmd->add_option("--b", o->b, "Config B, e.g. poll=busy,busy_us=50 or backend=testpmd")->required();
-  cmd->add_option("--workloads", o->workloads, "Comma-separated: rr, stream-tx, stream-rx")
+  cmd->add_option("--workloads", o->workloads,
+                  "Comma-separated: " + base::join_names(bench::kWorkloadNames, ", "))
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--sizes", o->sizes, "Ethernet frame sizes in bytes, 60..65535")
@@ -288,7 +289,7 @@ void add_bench_compare(CLI::App& bench) {
   cmd->add_option("--method", o->method,
                   "paired-t (t on the log ratios B/A of each round), welch (independent samples) or "
                   "signed-rank (Wilcoxon on the same log ratios: robust to a disturbed round)")
-      ->check(CLI::IsMember({"paired-t", "welch", "signed-rank"}))
+      ->check(CLI::IsMember(base::names(bench::kAbMethodNames)))
       ->capture_default_str();
   add_run_flags(cmd, o->run);
   cmd->add_option("--plot", o->plot_path,
@@ -313,7 +314,7 @@ void add_bench_calibrate(CLI::App& bench) {
   cmd->add_option("--slowdown", o->slowdown, "Extra frontend work per packet for B, as a fraction")
       ->check(CLI::Range(0.0001, 0.9))
       ->capture_default_str();
-  cmd->add_option("--workload", o->workload, "rr, stream-tx or stream-rx")->capture_default_str();
+  cmd->add_option("--workload", o->workload, base::choice_list(bench::kWorkloadNames))->capture_default_str();
   cmd->add_option("--size", o->size, "Ethernet frame size in bytes")
       ->check(CLI::Range(60, 65535))
       ->capture_default_str();

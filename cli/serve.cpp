@@ -23,6 +23,7 @@
 #include "uvhost/serve/daemon.h"
 #include "uvhost/serve/direction.h"
 #include "uvhost/serve/inherited_sockets.h"
+#include "uvhost/serve/port_spec.h"
 #include "uvhost/serve/serve_config.h"
 #include "uvhost/serve/service_notifier.h"
 
@@ -236,17 +237,26 @@ void run_serve(const ServeOptions& options) {
   }
 }
 
+// --port's help: the keys, with each enum's choices from its name table.
+std::string port_help() {
+  return fmt::format(
+      "A port: sock=PATH[,client][,queues=N][,backend={}][,tap=IFNAME][,mtu=N]"
+      "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory={}]"
+      "[,workers={}][,poll={}][,busy_us=N][,exit={}]"
+      "[,burst=N][,weight=N][,weight_bytes=N][,tx_delivery={}] (repeat for more ports; added after the "
+      "config file's)",
+      base::join_names(serve::kBackendKindNames, "|"), base::join_names(sync::kGuardPolicyNames, "|"),
+      base::join_names(datapath::kWorkerMappingNames, "|"), base::join_names(datapath::kPollModeNames, "|"),
+      base::join_names(datapath::kExitPolicyNames, "|"), base::join_names(datapath::kTxDeliveryNames, "|"));
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "Run the vhost-user backend daemon: one socket per port");
   options->command = cmd;
-  cmd->add_option("--port", options->ports,
-                  "A port: sock=PATH[,client][,queues=N][,backend=sink|source|loopback|tap|switch][,tap=IFNAME][,mtu=N]"
-                  "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory=rcu|mutex|rwsem|pthread-rwlock]"
-                  "[,workers=device|pair|pool][,poll=notify|busy|always|adaptive][,busy_us=N][,exit=accurate|any]"
-                  "[,burst=N][,weight=N][,weight_bytes=N][,tx_delivery=in_place|at_most_once] (repeat for more ports; added after the config file's)");
+  cmd->add_option("--port", options->ports, port_help());
   cmd->add_option("--config", options->config_path,
                   "JSON config file: every flag below as a key (--pool-workers is \"pool_workers\"), plus "
                   "\"log_level\" and \"ports\": [{\"sock\": PATH, \"backend\": ...}]; flags given override it")

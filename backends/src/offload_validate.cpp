@@ -10,33 +10,6 @@
 
 namespace uvhost::backends {
 
-std::string_view to_string(OffloadReason reason) noexcept {
-  switch (reason) {
-    case OffloadReason::kOk: return "ok";
-    case OffloadReason::kChecksumNotNegotiated: return "checksum_not_negotiated";
-    case OffloadReason::kChecksumOutsideFrame: return "checksum_outside_frame";
-    case OffloadReason::kUnknownGsoType: return "unknown_gso_type";
-    case OffloadReason::kEcnNotTcp: return "ecn_not_tcp";
-    case OffloadReason::kEcnNotNegotiated: return "ecn_not_negotiated";
-    case OffloadReason::kGsoNotNegotiated: return "gso_not_negotiated";
-    case OffloadReason::kGsoWithoutChecksum: return "gso_without_checksum";
-    case OffloadReason::kGsoSizeZero: return "gso_size_zero";
-    case OffloadReason::kHdrLenBeyondFrame: return "hdr_len_beyond_frame";
-    case OffloadReason::kNotIp: return "not_ip";
-    case OffloadReason::kBadIpHeader: return "bad_ip_header";
-    case OffloadReason::kIpFragment: return "ip_fragment";
-    case OffloadReason::kIpv6ExtensionHeader: return "ipv6_extension_header";
-    case OffloadReason::kWrongTransport: return "wrong_transport";
-    case OffloadReason::kBadTransportHeader: return "bad_transport_header";
-    case OffloadReason::kChecksumNotAtTransport: return "checksum_not_at_transport";
-    case OffloadReason::kGsoSizeTooSmall: return "gso_size_too_small";
-    case OffloadReason::kTooManySegments: return "too_many_segments";
-    case OffloadReason::kSegmentTooLarge: return "segment_too_large";
-    case OffloadReason::kCount: break;
-  }
-  return "unknown";
-}
-
 namespace {
 
 using namespace inet;

@@ -19,50 +19,27 @@
 
 namespace uvhost::backends {
 
-namespace switch_delivery {
-std::string_view name(Counter counter) noexcept {
-  switch (counter) {
-    case kDelivered: return "delivered";
-    case kInjectFailed: return "inject_failed";
-    case kNotAttached: return "not_attached";
-    case kNoTarget: return "no_target";
-    case kSegmented: return "segmented";
-    case kSegments: return "segments";
-    case kChecksumCompleted: return "checksum_completed";
-    case kOffloadInvalid: return "offload_invalid";
-    case kOverMtu: return "over_mtu";
-    case kIngressOverMtu: return "ingress_over_mtu";
-    case kIngressDetached: return "ingress_detached";
-    case kCount: break;
-  }
-  return "unknown";
-}
-}  // namespace switch_delivery
-
 namespace {
 
-nlohmann::json reasons_json(const ForwardingStats& stats) {
+// {name: count} over every value of a name table.
+template <typename E, size_t N, typename CountFn>
+nlohmann::json counts_json(const base::NameTable<E, N>& table, CountFn count) {
   nlohmann::json out = nlohmann::json::object();
-  for (size_t i = 0; i < kForwardReasonCount; ++i) {
-    out[std::string(to_string(static_cast<ForwardReason>(i)))] = stats.by_reason[i];
-  }
+  for (const auto& entry : table) out[std::string(entry.name)] = count(entry.value);
   return out;
+}
+
+nlohmann::json reasons_json(const ForwardingStats& stats) {
+  return counts_json(kForwardReasonNames, [&](ForwardReason reason) { return stats.count(reason); });
 }
 
 nlohmann::json learn_json(const ForwardingStats& stats) {
-  nlohmann::json out = nlohmann::json::object();
-  for (size_t i = 0; i < kLearnResultCount; ++i) {
-    out[std::string(to_string(static_cast<LearnResult>(i)))] = stats.by_learn[i];
-  }
-  return out;
+  return counts_json(kLearnResultNames, [&](LearnResult result) { return stats.count(result); });
 }
 
 nlohmann::json delivery_json(const SwitchDeliveryCounters& counters) {
-  nlohmann::json out = nlohmann::json::object();
-  for (size_t i = 0; i < switch_delivery::kCount; ++i) {
-    out[std::string(switch_delivery::name(static_cast<switch_delivery::Counter>(i)))] = counters.total(i);
-  }
-  return out;
+  return counts_json(switch_delivery::kCounterNames,
+                     [&](switch_delivery::Counter counter) { return counters.total(counter); });
 }
 
 // What the uplink tap may send: every transmit offload (its frames are still validated).

@@ -5,27 +5,6 @@
 
 namespace uvhost::backends {
 
-std::string_view to_string(ForwardKind kind) noexcept {
-  switch (kind) {
-    case ForwardKind::kUnicast: return "unicast";
-    case ForwardKind::kFlood: return "flood";
-    case ForwardKind::kDrop: return "drop";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(ForwardReason reason) noexcept {
-  switch (reason) {
-    case ForwardReason::kKnownUnicast: return "known-unicast";
-    case ForwardReason::kUnknownUnicast: return "unknown-unicast";
-    case ForwardReason::kBroadcast: return "broadcast";
-    case ForwardReason::kMulticast: return "multicast";
-    case ForwardReason::kHairpin: return "hairpin";
-    case ForwardReason::kShortFrame: return "short-frame";
-  }
-  return "unknown";
-}
-
 uint64_t ForwardingStats::frames() const noexcept {
   uint64_t total = 0;
   for (uint64_t n : by_reason) total += n;

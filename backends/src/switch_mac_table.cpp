@@ -17,18 +17,6 @@ std::string to_string(const MacAddress& mac) {
   return text;
 }
 
-std::string_view to_string(LearnResult result) noexcept {
-  switch (result) {
-    case LearnResult::kFresh: return "fresh";
-    case LearnResult::kRefreshed: return "refreshed";
-    case LearnResult::kLearned: return "learned";
-    case LearnResult::kMoved: return "moved";
-    case LearnResult::kRefusedFull: return "refused-full";
-    case LearnResult::kNotUnicast: return "not-unicast";
-  }
-  return "unknown";
-}
-
 namespace {
 
 const MacTableConfig& validated(const MacTableConfig& config) {

@@ -103,29 +103,6 @@ bool set_interface_mtu(int control_socket, const std::string& name, uint32_t mtu
 
 }  // namespace
 
-std::string_view to_string(WriteStatus status) noexcept {
-  switch (status) {
-    case WriteStatus::kSent: return "sent";
-    case WriteStatus::kFull: return "full";
-    case WriteStatus::kBadFrame: return "bad frame";
-    case WriteStatus::kDown: return "link down";
-    case WriteStatus::kGone: return "tap gone";
-    case WriteStatus::kError: return "error";
-  }
-  return "?";
-}
-
-std::string_view to_string(ReadStatus status) noexcept {
-  switch (status) {
-    case ReadStatus::kFrame: return "frame";
-    case ReadStatus::kEmpty: return "empty";
-    case ReadStatus::kTruncated: return "truncated";
-    case ReadStatus::kGone: return "tap gone";
-    case ReadStatus::kError: return "error";
-  }
-  return "?";
-}
-
 TapDevice::TapDevice(base::UniqueFd fd, std::string name, unsigned ifindex, bool created, bool persistent,
                      size_t vnet_hdr_size)
     : fd_(std::move(fd)),

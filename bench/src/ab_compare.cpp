@@ -100,10 +100,6 @@ CompareResult run_rounds(const CompareSpec& spec, Round&& round) {
 
 }  // namespace
 
-std::string_view to_string(Interleave interleave) noexcept {
-  return interleave == Interleave::kSlices ? "slices" : "runs";
-}
-
 CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress) {
   return run_rounds(spec, [&](const Point& point, uint32_t round, bool a_first) {
     std::array<RunResult, 2> sides;

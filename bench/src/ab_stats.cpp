@@ -222,25 +222,6 @@ void apply_min_effect(AbComparison& comparison, double min_effect) noexcept {
   }
 }
 
-std::string_view to_string(AbMethod method) noexcept {
-  switch (method) {
-    case AbMethod::kWelch:
-      return "welch";
-    case AbMethod::kSignedRank:
-      return "signed-rank";
-    case AbMethod::kPairedT:
-      break;
-  }
-  return "paired-t";
-}
-
-std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept {
-  if (text == "paired-t") return AbMethod::kPairedT;
-  if (text == "welch") return AbMethod::kWelch;
-  if (text == "signed-rank") return AbMethod::kSignedRank;
-  return std::nullopt;
-}
-
 std::string_view method_assumption(AbMethod method) noexcept {
   if (method == AbMethod::kSignedRank) {
     return "signed-rank: Wilcoxon's signed-rank test on ln(B[i]/A[i]) of each round (A and B back to back or in slices), Hodges-Lehmann "
@@ -255,20 +236,6 @@ std::string_view method_assumption(AbMethod method) noexcept {
   return "paired-t: Student's t on ln(B[i]/A[i]) of each round (A and B back to back or in slices), CI back-transformed with "
          "exp(.)-1; "
          "assumes the log ratios are roughly normal and independent (pairing cancels slow machine drift)";
-}
-
-std::string_view to_string(Verdict verdict) noexcept {
-  switch (verdict) {
-    case Verdict::kBetter:
-      return "better";
-    case Verdict::kWorse:
-      return "worse";
-    case Verdict::kNoise:
-      return "noise";
-    case Verdict::kInvalid:
-      break;
-  }
-  return "n/a";
 }
 
 AbComparison compare_ab(std::span<const double> a, std::span<const double> b, AbMethod method,

@@ -24,13 +24,6 @@ PairRunner real_pair_runner(const RunOptions& options, std::shared_ptr<size_t> f
       kRunRetries, std::move(failures));
 }
 
-std::optional<InterleaveRequest> parse_interleave_request(std::string_view name) noexcept {
-  if (name == "auto") return InterleaveRequest::kAuto;
-  if (name == "runs") return InterleaveRequest::kRuns;
-  if (name == "slices") return InterleaveRequest::kSlices;
-  return std::nullopt;
-}
-
 InterleaveChoice choose_interleave(InterleaveRequest request, Frontend frontend, const Config& a, const Config& b) {
   InterleaveChoice choice;
   if (request == InterleaveRequest::kRuns) return choice;

@@ -19,22 +19,6 @@
 
 namespace uvhost::bench {
 
-std::string_view to_string(Workload workload) noexcept {
-  switch (workload) {
-    case Workload::kStreamTx: return "stream-tx";
-    case Workload::kStreamRx: return "stream-rx";
-    case Workload::kRr: return "rr";
-  }
-  return "?";
-}
-
-std::optional<Workload> parse_workload(std::string_view text) noexcept {
-  for (Workload w : {Workload::kStreamTx, Workload::kStreamRx, Workload::kRr}) {
-    if (text == to_string(w)) return w;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 template <typename T>
@@ -59,7 +43,7 @@ bool bench_owned_port_key(std::string_view key) {
 std::optional<Config> parse_config(std::string_view text, std::string& error) {
   Config config;
   std::set<std::string, std::less<>> seen;
-  std::string backend_name;
+  std::optional<BackendKind> started_backend;  // backend=NAME
   bool have_pid = false;
   if (text.empty()) return config;  // the defaults: backend=uvhost, nothing changed
   size_t start = 0;
@@ -91,11 +75,12 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
     };
     if (key == "backend") {
       if (!need_value()) return std::nullopt;
-      if (value != "uvhost" && value != "testpmd") {
-        error = fmt::format("backend '{}' unknown (uvhost, testpmd; a running backend: socket=PATH)", value);
+      started_backend = base::parse(kStartedBackendNames, value);
+      if (!started_backend) {
+        error = fmt::format("backend '{}' unknown ({}; a running backend: socket=PATH)", value,
+                            base::join_names(kStartedBackendNames, ", "));
         return std::nullopt;
       }
-      backend_name = value;
     } else if (key == "socket") {
       if (!need_value()) return std::nullopt;
       config.socket = value;
@@ -134,7 +119,7 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
   }
 
   if (!config.socket.empty()) {
-    if (!backend_name.empty()) {
+    if (started_backend) {
       error = "socket= names a running backend; it cannot be combined with backend=";
       return std::nullopt;
     }
@@ -142,8 +127,8 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
   } else if (have_pid) {
     error = "pid= only goes with socket=PATH (a backend that is already running)";
     return std::nullopt;
-  } else if (backend_name == "testpmd") {
-    config.backend = BackendKind::kTestpmd;
+  } else if (started_backend) {
+    config.backend = *started_backend;
   }
 
   if (config.backend != BackendKind::kUvhost && (!config.port_keys.empty() || !config.serve_args.empty())) {
@@ -167,7 +152,9 @@ std::string describe(const Config& config) {
   std::vector<std::string> items;
   switch (config.backend) {
     case BackendKind::kUvhost: break;
-    case BackendKind::kTestpmd: items.emplace_back("backend=testpmd"); break;
+    case BackendKind::kTestpmd:
+      items.push_back(fmt::format("backend={}", base::name_of(kStartedBackendNames, config.backend)));
+      break;
     case BackendKind::kSocket:
       items.push_back("socket=" + config.socket);
       if (config.backend_pid != 0) items.push_back(fmt::format("pid={}", config.backend_pid));

@@ -7,22 +7,6 @@
 
 namespace uvhost::datapath {
 
-std::string_view to_string(WorkerMapping mapping) noexcept {
-  switch (mapping) {
-    case WorkerMapping::kDevice: return "device";
-    case WorkerMapping::kQueuePair: return "pair";
-    case WorkerMapping::kPool: return "pool";
-  }
-  return "?";
-}
-
-std::optional<WorkerMapping> parse_worker_mapping(std::string_view text) noexcept {
-  if (text == "device") return WorkerMapping::kDevice;
-  if (text == "pair") return WorkerMapping::kQueuePair;
-  if (text == "pool") return WorkerMapping::kPool;
-  return std::nullopt;
-}
-
 WorkerPool::WorkerPool(uint32_t pool_size, sync::EnqueueStrategy strategy)
     : pool_size_(pool_size == 0 ? 1 : pool_size), strategy_(strategy) {}
 

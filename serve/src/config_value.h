@@ -16,17 +16,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "uvhost/base/name_table.h"
+
 namespace uvhost::serve {
 
 enum class ConfigType { kString, kNumber, kBoolean };
 
-inline std::string_view to_string(ConfigType type) noexcept {
-  switch (type) {
-    case ConfigType::kString: return "a string";
-    case ConfigType::kNumber: return "a number";
-    case ConfigType::kBoolean: return "true or false";
-  }
-  return "?";
+// How an error message names each type ("'queues' must be a number, ...").
+inline constexpr auto kConfigTypeNames =
+    base::name_table<ConfigType>({{ConfigType::kString, "a string"},
+                                  {ConfigType::kNumber, "a number"},
+                                  {ConfigType::kBoolean, "true or false"}});
+
+constexpr std::string_view to_string(ConfigType type) noexcept {
+  return base::name_of(kConfigTypeNames, type, "?");
 }
 
 inline std::optional<std::string> config_value_text(std::string_view key, const nlohmann::json& value,

@@ -29,18 +29,14 @@ bool parse_number(std::string_view text, T& out, int base = 10) {
   return ec == std::errc() && ptr == end && !text.empty();
 }
 
-constexpr BackendKind kBackendKinds[] = {BackendKind::kSink, BackendKind::kSource, BackendKind::kLoopback,
-                                         BackendKind::kTap, BackendKind::kSwitch};
-
 bool set_backend(std::string_view value, PortSpec& spec, std::string& error) {
-  for (BackendKind kind : kBackendKinds) {
-    if (value == to_string(kind)) {
-      spec.backend = kind;
-      return true;
-    }
+  auto kind = base::parse(kBackendKindNames, value);
+  if (!kind) {
+    error = base::unknown_name("backend", value, kBackendKindNames);
+    return false;
   }
-  error = fmt::format("backend '{}' unknown (sink, source, loopback, tap, switch)", value);
-  return false;
+  spec.backend = *kind;
+  return true;
 }
 
 template <typename T>
@@ -57,7 +53,7 @@ bool set_bounded(std::string_view key, std::string_view value, T low, T high, T&
 bool set_workers(std::string_view value, PortSpec& spec, std::string& error) {
   auto mapping = datapath::parse_worker_mapping(value);
   if (!mapping) {
-    error = fmt::format("workers '{}' unknown (device, pair, pool)", value);
+    error = base::unknown_name("workers", value, datapath::kWorkerMappingNames);
     return false;
   }
   spec.workers = *mapping;
@@ -87,7 +83,7 @@ bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
 bool set_tx_delivery(std::string_view value, PortSpec& spec, std::string& error) {
   auto delivery = datapath::parse_tx_delivery(value);
   if (!delivery) {
-    error = fmt::format("tx_delivery '{}' unknown (in_place, at_most_once)", value);
+    error = base::unknown_name("tx_delivery", value, datapath::kTxDeliveryNames);
     return false;
   }
   spec.tx_delivery = *delivery;
@@ -348,17 +344,6 @@ bool finish_ports(std::vector<PortSpec>& ports, std::string& error) {
     }
   }
   return true;
-}
-
-std::string_view to_string(BackendKind kind) noexcept {
-  switch (kind) {
-    case BackendKind::kSink: return "sink";
-    case BackendKind::kSource: return "source";
-    case BackendKind::kLoopback: return "loopback";
-    case BackendKind::kTap: return "tap";
-    case BackendKind::kSwitch: return "switch";
-  }
-  return "?";
 }
 
 std::string describe(const PortSpec& spec) {

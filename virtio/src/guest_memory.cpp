@@ -54,26 +54,6 @@ constexpr size_t round_up(size_t value, size_t granule) noexcept { return (value
 
 }  // namespace
 
-std::string_view to_string(MemoryRegion::Backing backing) noexcept {
-  switch (backing) {
-    case MemoryRegion::Backing::kBorrowed: return "borrowed";
-    case MemoryRegion::Backing::kMemfd: return "memfd/tmpfs";
-    case MemoryRegion::Backing::kHugetlbfs: return "hugetlbfs";
-    case MemoryRegion::Backing::kFile: return "file";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(TranslateStatus status) noexcept {
-  switch (status) {
-    case TranslateStatus::kOk: return "ok";
-    case TranslateStatus::kUnmapped: return "address not in guest memory";
-    case TranslateStatus::kWraps: return "address + length wraps around";
-    case TranslateStatus::kTooManyPieces: return "buffer split into too many pieces";
-  }
-  return "unknown";
-}
-
 std::unique_ptr<MemoryRegion> MemoryRegion::map_fd(const RegionSpec& spec) {
   auto fail = [&](const char* why) -> std::unique_ptr<MemoryRegion> {
     spdlog::error("guest memory: cannot map region gpa={:#x} size={:#x} offset={:#x} fd={}: {}",

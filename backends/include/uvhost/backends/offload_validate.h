@@ -57,6 +57,7 @@
 #include <span>
 #include <string_view>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/virtio/net_header.h"
 
 namespace uvhost::backends {
@@ -85,8 +86,34 @@ enum class OffloadReason : uint8_t {
   kCount
 };
 inline constexpr size_t kOffloadReasonCount = static_cast<size_t>(OffloadReason::kCount);
+// Metric labels and log names of the reasons (every value but kCount).
+inline constexpr auto kOffloadReasonNames = base::name_table<OffloadReason>({
+    {OffloadReason::kOk, "ok"},
+    {OffloadReason::kChecksumNotNegotiated, "checksum_not_negotiated"},
+    {OffloadReason::kChecksumOutsideFrame, "checksum_outside_frame"},
+    {OffloadReason::kUnknownGsoType, "unknown_gso_type"},
+    {OffloadReason::kEcnNotTcp, "ecn_not_tcp"},
+    {OffloadReason::kEcnNotNegotiated, "ecn_not_negotiated"},
+    {OffloadReason::kGsoNotNegotiated, "gso_not_negotiated"},
+    {OffloadReason::kGsoWithoutChecksum, "gso_without_checksum"},
+    {OffloadReason::kGsoSizeZero, "gso_size_zero"},
+    {OffloadReason::kHdrLenBeyondFrame, "hdr_len_beyond_frame"},
+    {OffloadReason::kNotIp, "not_ip"},
+    {OffloadReason::kBadIpHeader, "bad_ip_header"},
+    {OffloadReason::kIpFragment, "ip_fragment"},
+    {OffloadReason::kIpv6ExtensionHeader, "ipv6_extension_header"},
+    {OffloadReason::kWrongTransport, "wrong_transport"},
+    {OffloadReason::kBadTransportHeader, "bad_transport_header"},
+    {OffloadReason::kChecksumNotAtTransport, "checksum_not_at_transport"},
+    {OffloadReason::kGsoSizeTooSmall, "gso_size_too_small"},
+    {OffloadReason::kTooManySegments, "too_many_segments"},
+    {OffloadReason::kSegmentTooLarge, "segment_too_large"},
+});
+static_assert(kOffloadReasonNames.size() == kOffloadReasonCount);
 
-std::string_view to_string(OffloadReason reason) noexcept;
+constexpr std::string_view to_string(OffloadReason reason) noexcept {
+  return base::name_of(kOffloadReasonNames, reason);
+}
 
 enum class GsoKind : uint8_t {
   kNone,  // no segmentation asked for (a partial checksum at most)

@@ -138,6 +138,7 @@
 #include "uvhost/backends/receive_steering.h"
 #include "uvhost/backends/switch_forwarding.h"
 #include "uvhost/backends/tap_backend.h"
+#include "uvhost/base/name_table.h"
 #include "uvhost/sync/read_mostly.h"
 #include "uvhost/sync/thread_annotations.h"
 
@@ -159,7 +160,24 @@ enum Counter : size_t {
   kIngressDetached,    // frames transmitted by a port that is not attached
   kCount
 };
-std::string_view name(Counter counter) noexcept;
+// The counters' names in the JSON stats (every value but kCount).
+inline constexpr auto kCounterNames = base::name_table<Counter>({
+    {kDelivered, "delivered"},
+    {kInjectFailed, "inject_failed"},
+    {kNotAttached, "not_attached"},
+    {kNoTarget, "no_target"},
+    {kSegmented, "segmented"},
+    {kSegments, "segments"},
+    {kChecksumCompleted, "checksum_completed"},
+    {kOffloadInvalid, "offload_invalid"},
+    {kOverMtu, "over_mtu"},
+    {kIngressOverMtu, "ingress_over_mtu"},
+    {kIngressDetached, "ingress_detached"},
+});
+static_assert(kCounterNames.size() == kCount);
+constexpr std::string_view name(Counter counter) noexcept {
+  return base::name_of(kCounterNames, counter);
+}
 }  // namespace switch_delivery
 
 // The delivery counters of one ingress (a port or the uplink), per pair, and its frames

@@ -52,6 +52,7 @@
 #include <string_view>
 
 #include "uvhost/backends/switch_mac_table.h"
+#include "uvhost/base/name_table.h"
 #include "uvhost/base/single_writer_counter.h"
 
 namespace uvhost::backends {
@@ -68,11 +69,24 @@ enum class ForwardReason : uint8_t {
   kHairpin,         // drop: destination learned on the ingress port
   kShortFrame,      // drop: shorter than an Ethernet header
 };
-inline constexpr size_t kForwardReasonCount = 6;
+inline constexpr auto kForwardKindNames = base::name_table<ForwardKind>(
+    {{ForwardKind::kUnicast, "unicast"}, {ForwardKind::kFlood, "flood"}, {ForwardKind::kDrop, "drop"}});
+inline constexpr auto kForwardReasonNames = base::name_table<ForwardReason>({
+    {ForwardReason::kKnownUnicast, "known-unicast"},
+    {ForwardReason::kUnknownUnicast, "unknown-unicast"},
+    {ForwardReason::kBroadcast, "broadcast"},
+    {ForwardReason::kMulticast, "multicast"},
+    {ForwardReason::kHairpin, "hairpin"},
+    {ForwardReason::kShortFrame, "short-frame"},
+});
+inline constexpr size_t kForwardReasonCount = kForwardReasonNames.size();
 
-std::string_view to_string(ForwardKind kind) noexcept;
-// "known-unicast", "unknown-unicast", "broadcast", "multicast", "hairpin", "short-frame".
-std::string_view to_string(ForwardReason reason) noexcept;
+constexpr std::string_view to_string(ForwardKind kind) noexcept {
+  return base::name_of(kForwardKindNames, kind);
+}
+constexpr std::string_view to_string(ForwardReason reason) noexcept {
+  return base::name_of(kForwardReasonNames, reason);
+}
 
 struct ForwardDecision {
   ForwardKind kind = ForwardKind::kDrop;

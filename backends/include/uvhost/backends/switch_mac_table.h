@@ -110,6 +110,7 @@
 #include <string>
 #include <string_view>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/sync/cpu_relax.h"
 #include "uvhost/sync/thread_annotations.h"
 
@@ -163,8 +164,18 @@ enum class LearnResult : uint8_t {
   kRefusedFull,  // its bucket's slots all hold live entries: not learned
   kNotUnicast,   // multicast, broadcast or all-zero: never learned
 };
-inline constexpr size_t kLearnResultCount = 6;
-std::string_view to_string(LearnResult result) noexcept;
+inline constexpr auto kLearnResultNames = base::name_table<LearnResult>({
+    {LearnResult::kFresh, "fresh"},
+    {LearnResult::kRefreshed, "refreshed"},
+    {LearnResult::kLearned, "learned"},
+    {LearnResult::kMoved, "moved"},
+    {LearnResult::kRefusedFull, "refused-full"},
+    {LearnResult::kNotUnicast, "not-unicast"},
+});
+inline constexpr size_t kLearnResultCount = kLearnResultNames.size();
+constexpr std::string_view to_string(LearnResult result) noexcept {
+  return base::name_of(kLearnResultNames, result);
+}
 
 // Counters of the table (monotonic, except entries). Read with MacTable::stats().
 struct MacTableStats {

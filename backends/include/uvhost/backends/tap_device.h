@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "uvhost/backends/net_features.h"
+#include "uvhost/base/name_table.h"
 #include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/io_vector.h"
 #include "uvhost/virtio/net_header.h"
@@ -162,8 +163,27 @@ struct ReadResult {
   int error_number = 0;  // errno behind kGone / kError
 };
 
-std::string_view to_string(WriteStatus status) noexcept;
-std::string_view to_string(ReadStatus status) noexcept;
+inline constexpr auto kWriteStatusNames = base::name_table<WriteStatus>({
+    {WriteStatus::kSent, "sent"},
+    {WriteStatus::kFull, "full"},
+    {WriteStatus::kBadFrame, "bad frame"},
+    {WriteStatus::kDown, "link down"},
+    {WriteStatus::kGone, "tap gone"},
+    {WriteStatus::kError, "error"},
+});
+inline constexpr auto kReadStatusNames = base::name_table<ReadStatus>({
+    {ReadStatus::kFrame, "frame"},
+    {ReadStatus::kEmpty, "empty"},
+    {ReadStatus::kTruncated, "truncated"},
+    {ReadStatus::kGone, "tap gone"},
+    {ReadStatus::kError, "error"},
+});
+constexpr std::string_view to_string(WriteStatus status) noexcept {
+  return base::name_of(kWriteStatusNames, status, "?");
+}
+constexpr std::string_view to_string(ReadStatus status) noexcept {
+  return base::name_of(kReadStatusNames, status, "?");
+}
 
 class TapDevice {
  public:

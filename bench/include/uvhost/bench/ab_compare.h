@@ -63,7 +63,11 @@ using PairRunner = std::function<std::array<RunResult, 2>(const Config& a, const
 // How A and B alternate: whole runs (each its own backend process, A B / B A per
 // round), or slices within each round's run (live_switch.h).
 enum class Interleave { kRuns, kSlices };
-std::string_view to_string(Interleave interleave) noexcept;
+inline constexpr auto kInterleaveNames =
+    base::name_table<Interleave>({{Interleave::kRuns, "runs"}, {Interleave::kSlices, "slices"}});
+constexpr std::string_view to_string(Interleave interleave) noexcept {
+  return base::name_of(kInterleaveNames, interleave, "runs");
+}
 using ProgressFn = std::function<void(const std::string&)>;
 
 struct CompareSpec {

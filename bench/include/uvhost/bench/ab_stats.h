@@ -49,16 +49,30 @@
 #include <string>
 #include <string_view>
 
+#include "uvhost/base/name_table.h"
+
 namespace uvhost::bench {
 
 enum class AbMethod { kPairedT, kWelch, kSignedRank };
-std::string_view to_string(AbMethod method) noexcept;  // "paired-t", "welch", "signed-rank"
-std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept;
+inline constexpr auto kAbMethodNames = base::name_table<AbMethod>(
+    {{AbMethod::kPairedT, "paired-t"}, {AbMethod::kWelch, "welch"}, {AbMethod::kSignedRank, "signed-rank"}});
+constexpr std::string_view to_string(AbMethod method) noexcept {
+  return base::name_of(kAbMethodNames, method, "paired-t");
+}
+constexpr std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept {
+  return base::parse(kAbMethodNames, text);
+}
 // One line: what the method computes and what it assumes, for report headers.
 std::string_view method_assumption(AbMethod method) noexcept;
 
 enum class Verdict { kBetter, kWorse, kNoise, kInvalid };
-std::string_view to_string(Verdict verdict) noexcept;  // "better", "worse", "noise", "n/a"
+inline constexpr auto kVerdictNames = base::name_table<Verdict>({{Verdict::kBetter, "better"},
+                                                                 {Verdict::kWorse, "worse"},
+                                                                 {Verdict::kNoise, "noise"},
+                                                                 {Verdict::kInvalid, "n/a"}});
+constexpr std::string_view to_string(Verdict verdict) noexcept {
+  return base::name_of(kVerdictNames, verdict, "n/a");
+}
 
 // Which way is good for the metric: throughput up, latency and CPU down.
 enum class Direction { kHigherIsBetter, kLowerIsBetter };

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/ab_compare.h"
 #include "uvhost/bench/workload.h"
 
@@ -40,7 +41,13 @@ PairRunner real_pair_runner(const RunOptions& options, std::shared_ptr<size_t> f
 
 // What the user asked for (--interleave auto, runs or slices).
 enum class InterleaveRequest { kAuto, kRuns, kSlices };
-std::optional<InterleaveRequest> parse_interleave_request(std::string_view name) noexcept;  // "auto", "runs", "slices"
+inline constexpr auto kInterleaveRequestNames =
+    base::name_table<InterleaveRequest>({{InterleaveRequest::kAuto, "auto"},
+                                         {InterleaveRequest::kRuns, "runs"},
+                                         {InterleaveRequest::kSlices, "slices"}});
+constexpr std::optional<InterleaveRequest> parse_interleave_request(std::string_view name) noexcept {
+  return base::parse(kInterleaveRequestNames, name);
+}
 
 struct InterleaveChoice {
   Interleave interleave = Interleave::kRuns;

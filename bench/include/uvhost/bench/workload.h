@@ -27,11 +27,20 @@
 #include <utility>
 #include <vector>
 
+#include "uvhost/base/name_table.h"
+
 namespace uvhost::bench {
 
 enum class Workload { kStreamTx, kStreamRx, kRr };
-std::string_view to_string(Workload workload) noexcept;
-std::optional<Workload> parse_workload(std::string_view text) noexcept;  // "stream-tx", "stream-rx", "rr"
+// In the order usage text and errors list them.
+inline constexpr auto kWorkloadNames = base::name_table<Workload>(
+    {{Workload::kRr, "rr"}, {Workload::kStreamTx, "stream-tx"}, {Workload::kStreamRx, "stream-rx"}});
+constexpr std::string_view to_string(Workload workload) noexcept {
+  return base::name_of(kWorkloadNames, workload, "?");
+}
+constexpr std::optional<Workload> parse_workload(std::string_view text) noexcept {
+  return base::parse(kWorkloadNames, text);
+}
 
 // One point of a sweep.
 struct Point {
@@ -45,6 +54,10 @@ enum class BackendKind {
   kSocket,   // an already running backend at Config::socket (its CPU: Config::backend_pid)
   kTestpmd,  // DPDK's dpdk-testpmd with the vhost PMD, started for the run
 };
+// The backends a run starts, as `backend=NAME` names them (kSocket is chosen by
+// socket=PATH instead).
+inline constexpr auto kStartedBackendNames =
+    base::name_table<BackendKind>({{BackendKind::kUvhost, "uvhost"}, {BackendKind::kTestpmd, "testpmd"}});
 
 struct Config {
   std::string label;                  // "A", "B", or what the user named it
@@ -72,6 +85,8 @@ std::string describe(const Config& config);
 // Who generates the traffic: our embedded frontend in this process, or a Linux guest
 // under QEMU (qemu_frontend.h: a tap port and the guest's iperf3 / ping).
 enum class Frontend { kEmbedded, kQemu };
+inline constexpr auto kFrontendNames =
+    base::name_table<Frontend>({{Frontend::kEmbedded, "embedded"}, {Frontend::kQemu, "qemu"}});
 
 struct RunOptions {
   double seconds = 1.0;        // measured window per run

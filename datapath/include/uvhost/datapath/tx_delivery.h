@@ -28,20 +28,22 @@
 #include <vector>
 
 #include "uvhost/backends/tx_frame.h"
+#include "uvhost/base/name_table.h"
 #include "uvhost/virtio/io_vector.h"
 
 namespace uvhost::datapath {
 
 enum class TxDelivery : uint8_t { kInPlace, kAtMostOnce };
 
+inline constexpr auto kTxDeliveryNames = base::name_table<TxDelivery>(
+    {{TxDelivery::kInPlace, "in_place"}, {TxDelivery::kAtMostOnce, "at_most_once"}});
+
 constexpr std::string_view to_string(TxDelivery delivery) noexcept {
-  return delivery == TxDelivery::kAtMostOnce ? "at_most_once" : "in_place";
+  return base::name_of(kTxDeliveryNames, delivery);
 }
 
 constexpr std::optional<TxDelivery> parse_tx_delivery(std::string_view text) noexcept {
-  if (text == "in_place") return TxDelivery::kInPlace;
-  if (text == "at_most_once") return TxDelivery::kAtMostOnce;
-  return std::nullopt;
+  return base::parse(kTxDeliveryNames, text);
 }
 
 class TxBounce {

@@ -30,13 +30,23 @@
 #include <utility>
 #include <vector>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/datapath/worker.h"
 
 namespace uvhost::datapath {
 
 enum class WorkerMapping : uint8_t { kDevice, kQueuePair, kPool };
-std::string_view to_string(WorkerMapping mapping) noexcept;
-std::optional<WorkerMapping> parse_worker_mapping(std::string_view text) noexcept;  // device, pair, pool
+inline constexpr auto kWorkerMappingNames =
+    base::name_table<WorkerMapping>({{WorkerMapping::kDevice, "device"},
+                                     {WorkerMapping::kQueuePair, "pair"},
+                                     {WorkerMapping::kPool, "pool"}});
+constexpr std::string_view to_string(WorkerMapping mapping) noexcept {
+  return base::name_of(kWorkerMappingNames, mapping, "?");
+}
+// nullopt for a name not in kWorkerMappingNames.
+constexpr std::optional<WorkerMapping> parse_worker_mapping(std::string_view text) noexcept {
+  return base::parse(kWorkerMappingNames, text);
+}
 
 class WorkerPool {
  public:

@@ -13,12 +13,17 @@
 #include <string>
 #include <string_view>
 
+#include "uvhost/base/name_table.h"
+
 namespace uvhost::serve {
 
 enum class Direction { kRx, kTx };
 
+inline constexpr auto kDirectionNames =
+    base::name_table<Direction>({{Direction::kRx, "rx"}, {Direction::kTx, "tx"}});
+
 inline constexpr std::string_view to_string(Direction direction) {
-  return direction == Direction::kRx ? "rx" : "tx";
+  return base::name_of(kDirectionNames, direction);
 }
 
 // `guest_transmit`: the vring is one the guest transmits on (virtio's TX queue).

@@ -63,6 +63,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/datapath/poll_mode.h"
 #include "uvhost/datapath/tx_delivery.h"
 #include "uvhost/datapath/worker_pool.h"
@@ -71,7 +72,14 @@
 namespace uvhost::serve {
 
 enum class BackendKind { kSink, kSource, kLoopback, kTap, kSwitch };
-std::string_view to_string(BackendKind kind) noexcept;
+inline constexpr auto kBackendKindNames = base::name_table<BackendKind>({{BackendKind::kSink, "sink"},
+                                                                         {BackendKind::kSource, "source"},
+                                                                         {BackendKind::kLoopback, "loopback"},
+                                                                         {BackendKind::kTap, "tap"},
+                                                                         {BackendKind::kSwitch, "switch"}});
+constexpr std::string_view to_string(BackendKind kind) noexcept {
+  return base::name_of(kBackendKindNames, kind, "?");
+}
 
 struct PortSpec {
   std::string name;

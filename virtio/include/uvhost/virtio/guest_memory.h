@@ -42,6 +42,7 @@
 #include <string_view>
 #include <vector>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/virtio/guest_memory_fault.h"
 #include "uvhost/virtio/io_vector.h"
 
@@ -107,7 +108,15 @@ class MemoryRegion {
   std::optional<guest_memory_fault::MappingId> fault_id_;
 };
 
-std::string_view to_string(MemoryRegion::Backing backing) noexcept;
+inline constexpr auto kBackingNames = base::name_table<MemoryRegion::Backing>({
+    {MemoryRegion::Backing::kBorrowed, "borrowed"},
+    {MemoryRegion::Backing::kMemfd, "memfd/tmpfs"},
+    {MemoryRegion::Backing::kHugetlbfs, "hugetlbfs"},
+    {MemoryRegion::Backing::kFile, "file"},
+});
+constexpr std::string_view to_string(MemoryRegion::Backing backing) noexcept {
+  return base::name_of(kBackingNames, backing);
+}
 
 enum class TranslateStatus {
   kOk,
@@ -115,7 +124,15 @@ enum class TranslateStatus {
   kWraps,          // addr + len overflows 2^64
   kTooManyPieces,  // the output vector is full
 };
-std::string_view to_string(TranslateStatus status) noexcept;
+inline constexpr auto kTranslateStatusNames = base::name_table<TranslateStatus>({
+    {TranslateStatus::kOk, "ok"},
+    {TranslateStatus::kUnmapped, "address not in guest memory"},
+    {TranslateStatus::kWraps, "address + length wraps around"},
+    {TranslateStatus::kTooManyPieces, "buffer split into too many pieces"},
+});
+constexpr std::string_view to_string(TranslateStatus status) noexcept {
+  return base::name_of(kTranslateStatusNames, status);
+}
 
 class GuestMemoryMap {
  private:

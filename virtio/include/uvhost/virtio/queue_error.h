@@ -8,6 +8,8 @@
 
 #include <string_view>
 
+#include "uvhost/base/name_table.h"
+
 namespace uvhost::virtio {
 
 enum class QueueError {
@@ -34,6 +36,33 @@ enum class QueueError {
   kGuestMemoryFault,        // a ring lies in guest memory whose file was cut short (SIGBUS absorbed)
 };
 
-std::string_view to_string(QueueError error) noexcept;
+// What each error means, for log lines and test messages.
+inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
+    {QueueError::kNone, "no error"},
+    {QueueError::kBadQueueSize, "queue size is not a power of two in 1..32768"},
+    {QueueError::kRingMisaligned, "ring is not properly aligned"},
+    {QueueError::kRingNotMapped, "ring is not inside guest memory"},
+    {QueueError::kAvailIndexJump, "avail index moved by more than the queue size"},
+    {QueueError::kHeadOutOfRange, "avail ring entry is not a descriptor index"},
+    {QueueError::kNextOutOfRange, "descriptor next index out of range"},
+    {QueueError::kChainTooLong, "descriptor chain loops or is longer than its table"},
+    {QueueError::kIndirectNotNegotiated, "indirect descriptor without VIRTIO_F_INDIRECT_DESC"},
+    {QueueError::kNestedIndirect, "indirect descriptor inside an indirect table"},
+    {QueueError::kIndirectWithNext, "descriptor has both INDIRECT and NEXT"},
+    {QueueError::kIndirectBadLength, "indirect table length is 0, not a multiple of 16, or too long"},
+    {QueueError::kIndirectNotMapped, "indirect table is not inside guest memory"},
+    {QueueError::kBufferNotMapped, "buffer is not inside guest memory"},
+    {QueueError::kZeroLengthBuffer, "descriptor has length 0"},
+    {QueueError::kChainTooLarge, "descriptor chain is larger than 4 GiB or has too many pieces"},
+    {QueueError::kReadableAfterWritable, "device-readable descriptor after a device-writable one"},
+    {QueueError::kUnexpectedWritable, "device-writable buffer in a chain that must be device-readable"},
+    {QueueError::kUnexpectedReadable, "device-readable buffer in a chain that must be device-writable"},
+    {QueueError::kRxBufferTooSmall, "receive buffer smaller than the virtio-net header (MRG_RXBUF)"},
+    {QueueError::kGuestMemoryFault, "guest memory cut short under the device"},
+});
+
+constexpr std::string_view to_string(QueueError error) noexcept {
+  return base::name_of(kQueueErrorNames, error, "unknown queue error");
+}
 
 }  // namespace uvhost::virtio
