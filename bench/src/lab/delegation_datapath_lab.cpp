@@ -15,7 +15,7 @@
 
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/bench/lab/lock_runners.h"
+#include "uvhost/experiments/lock_runners.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/experiments/packet_pool.h"
 #include "uvhost/experiments/shared_tx_queue.h"

@@ -14,9 +14,9 @@
 
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/bench/lab/slab_pool.h"
+#include "uvhost/experiments/slab_pool.h"
 #include "uvhost/bench/table.h"
-#include "uvhost/bench/lab/lock_runners.h"
+#include "uvhost/experiments/lock_runners.h"
 
 namespace uvhost::bench::lab {
 namespace {
@@ -49,7 +49,7 @@ inline uint64_t private_work(const std::vector<uint32_t>& objects, std::size_t i
 
 template <class Runner>
 TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
-  SharedPool pool(options.pool_objects, options.objects_per_slab);
+  experiments::SharedPool pool(options.pool_objects, options.objects_per_slab);
   Runner runner;
   std::vector<ThreadRecord> records(static_cast<std::size_t>(thread_count));
   std::atomic<bool> stop{false};

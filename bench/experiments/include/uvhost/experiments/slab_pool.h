@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace uvhost::bench::lab {
+namespace uvhost::experiments {
 
 class SharedPool {
  public:
@@ -44,4 +44,4 @@ class SharedPool {
   std::vector<uint32_t> slab_inuse_;  // slab -> objects taken out of the pool
 };
 
-}  // namespace uvhost::bench::lab
+}  // namespace uvhost::experiments

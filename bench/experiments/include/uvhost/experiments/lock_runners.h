@@ -17,7 +17,7 @@
 #include "uvhost/sync/delegation_lock.h"
 #include "uvhost/sync/qspinlock.h"
 
-namespace uvhost::bench::lab {
+namespace uvhost::experiments {
 
 template <class Lock>
 struct LockableRunner {
@@ -52,15 +52,15 @@ struct DelegationAsyncRunner {
   }
 };
 
-}  // namespace uvhost::bench::lab
+}  // namespace uvhost::experiments
 
 // The lab's lock list, in table order: the baseline first, then ours, then the
 // other spinlocks. (A macro so the list is one line to extend.)
 #define UVHOST_DELEGATION_LAB_RUNNERS                                                        \
-  ::uvhost::bench::lab::LockableRunner<::uvhost::sync::StdMutexLock>,                        \
-      ::uvhost::bench::lab::DelegationRunner, ::uvhost::bench::lab::DelegationAsyncRunner,   \
-      ::uvhost::bench::lab::LockableRunner<::uvhost::sync::QSpinLock>,                       \
-      ::uvhost::bench::lab::LockableRunner<::uvhost::sync::PthreadSpinLock>,                 \
-      ::uvhost::bench::lab::LockableRunner<::uvhost::sync::CkTicketLock>,                    \
-      ::uvhost::bench::lab::LockableRunner<::uvhost::sync::CkMcsLock>,                       \
-      ::uvhost::bench::lab::LockableRunner<::uvhost::sync::CkClhLock>
+  ::uvhost::experiments::LockableRunner<::uvhost::sync::StdMutexLock>,                        \
+      ::uvhost::experiments::DelegationRunner, ::uvhost::experiments::DelegationAsyncRunner,   \
+      ::uvhost::experiments::LockableRunner<::uvhost::sync::QSpinLock>,                       \
+      ::uvhost::experiments::LockableRunner<::uvhost::sync::PthreadSpinLock>,                 \
+      ::uvhost::experiments::LockableRunner<::uvhost::sync::CkTicketLock>,                    \
+      ::uvhost::experiments::LockableRunner<::uvhost::sync::CkMcsLock>,                       \
+      ::uvhost::experiments::LockableRunner<::uvhost::sync::CkClhLock>
