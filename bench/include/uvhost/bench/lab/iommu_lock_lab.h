@@ -35,6 +35,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
@@ -47,7 +48,9 @@ using experiments::IommuTable;
 
 enum class IommuMix { kMixed, kReadOnly };
 // "mix" or "read-only" (tables print the mix as "372:1").
-std::string_view to_string(IommuMix mix) noexcept;
+inline constexpr auto kIommuMixNames =
+    base::name_table<IommuMix>({{IommuMix::kMixed, "mix"}, {IommuMix::kReadOnly, "read-only"}});
+constexpr std::string_view to_string(IommuMix mix) noexcept { return base::name_of(kIommuMixNames, mix); }
 
 struct IommuLockLabConfig {
   std::vector<int> threads{1, 2, 4, 8, 16};
