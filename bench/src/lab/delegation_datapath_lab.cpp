@@ -31,59 +31,52 @@ using experiments::SectionLock;
 using experiments::SharedTxQueue;
 using experiments::TxDescriptor;
 
-using LockFactory = std::unique_ptr<SectionLock> (*)();
+using LockEntry = experiments::NamedSectionLock;
 
-struct LockEntry {
-  std::string name;
-  LockFactory make;
-};
-
-// The slab lab's runners, each behind experiments::SectionLock (the same lock objects
-// the slab lab times), less the asynchronous variant (see the header).
-template <class... Runners>
-std::vector<LockEntry> make_entries() {
-  std::vector<LockEntry> entries;
-  (
-      [&] {
-        if constexpr (!Runners::kAsyncFlush)
-          entries.push_back({Runners::kName, [] { return experiments::make_section_lock<Runners>(); }});
-      }(),
-      ...);
-  return entries;
-}
-
-const std::vector<LockEntry>& all_locks() {
-  static const std::vector<LockEntry> entries = make_entries<UVHOST_DELEGATION_LAB_RUNNERS>();
-  return entries;
-}
-
-// One run of one lock at one thread count.
-struct TrialSample {
-  uint64_t ops = 0;       // critical sections (see the header for each structure)
-  uint64_t min_ops = 0;   // the slowest thread's
-  uint64_t items = 0;     // buffers got / descriptors accepted
-  uint64_t offered = 0;   // txq: descriptors offered
-  uint64_t bursts = 0;    // txq: bursts built (each offered once, retried or not)
-  uint64_t full = 0;      // txq: push sections that found the queue full
-  uint64_t retries = 0;   // txq: push sections that retried part of a burst
+// What a thread counts (see the header for each structure); a run's totals over the workers.
+struct Counts {
+  uint64_t ops = 0;             // critical sections
+  uint64_t items = 0;           // buffers got / descriptors accepted
+  uint64_t offered = 0;         // txq: descriptors offered
+  uint64_t bursts = 0;          // txq: bursts built (each offered once, retried or not)
+  uint64_t full = 0;            // txq: push sections that found the queue full
+  uint64_t retries = 0;         // txq: push sections that retried part of a burst
   uint64_t dropped_bursts = 0;  // txq: bursts that lost at least one descriptor
-  experiments::SharedTxQueueStats queue;  // txq: the queue's counters after the run
-  int64_t cpu_ns = 0;     // all threads
-  int64_t wall_ns = 0;
 };
 
 // What each thread records; padded so threads never share a cache line.
-struct alignas(64) ThreadRecord {
-  uint64_t ops = 0;
-  uint64_t items = 0;
-  uint64_t offered = 0;
-  uint64_t bursts = 0;
-  uint64_t full = 0;
-  uint64_t retries = 0;
-  uint64_t dropped_bursts = 0;
+struct alignas(64) ThreadRecord : Counts {
   int64_t cpu_ns = 0;
   uint64_t conflicts = 0;  // pool: stamps found overwritten
 };
+
+// One run of one lock at one thread count.
+struct TrialSample : Counts {
+  uint64_t min_ops = UINT64_MAX;          // the slowest worker's
+  experiments::SharedTxQueueStats queue;  // txq: the queue's counters after the run
+  int64_t cpu_ns = 0;                     // all threads
+  int64_t wall_ns = 0;
+};
+
+// The totals of the first `workers` records (the CPU of all of them).
+TrialSample totals(const std::vector<ThreadRecord>& records, std::size_t workers, int64_t wall_ns) {
+  TrialSample s;
+  s.wall_ns = wall_ns;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const ThreadRecord& r = records[i];
+    s.cpu_ns += r.cpu_ns;
+    if (i >= workers) continue;
+    s.ops += r.ops;
+    s.min_ops = std::min(s.min_ops, r.ops);
+    s.items += r.items;
+    s.offered += r.offered;
+    s.bursts += r.bursts;
+    s.full += r.full;
+    s.retries += r.retries;
+    s.dropped_bursts += r.dropped_bursts;
+  }
+  return s;
+}
 
 // A worker's back-off before retry `k` (0, 1, ...) of a burst that found the TX queue
 // full: spin a growing while (the consumer may be draining on another core), then
@@ -97,17 +90,6 @@ inline void txq_backoff(std::size_t k) {
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(std::min<std::size_t>(std::size_t{16} << (k - 5), 1000)));
   }
-}
-
-// Private work between critical sections (as in the slab lab): mixing that the
-// compiler cannot drop.
-inline uint64_t private_work(std::size_t iterations, uint64_t seed) {
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < iterations; ++i) {
-    h ^= i;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
 }
 
 // The engine's run_threads_for(), with one ThreadRecord per thread (its CPU filled in).
@@ -155,7 +137,7 @@ TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, 
         if (id == kNoBuffer) break;
         std::memcpy(pool.data(id).data(), &stamp, sizeof stamp);
         ring.push_back(id);
-        if ((i + 1) % c.batch == 0) h += private_work(c.private_work, h + i);
+        if ((i + 1) % c.batch == 0) h += private_work({}, c.private_work, h + i);
       }
       // Complete it: the stamp must be ours still, then the buffer goes back.
       for (std::size_t i = 0; i < ring.size(); ++i) {
@@ -163,7 +145,7 @@ TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, 
         std::memcpy(&seen, pool.data(ring[i]).data(), sizeof seen);
         if (seen != stamp) ++r.conflicts;
         cache.put(ring[i]);
-        if ((i + 1) % c.batch == 0) h += private_work(c.private_work, h + i);
+        if ((i + 1) % c.batch == 0) h += private_work({}, c.private_work, h + i);
       }
       r.items += ring.size();
       ring.clear();
@@ -174,17 +156,9 @@ TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, 
     sink.fetch_add(h, std::memory_order_relaxed);  // relaxed: only defeats dead-code elimination
   });
 
-  TrialSample s;
-  s.wall_ns = wall;
-  s.min_ops = UINT64_MAX;
+  const TrialSample s = totals(records, records.size(), wall);
   uint64_t conflicts = 0;
-  for (const auto& r : records) {
-    s.ops += r.ops;
-    s.min_ops = std::min(s.min_ops, r.ops);
-    s.items += r.items;
-    s.cpu_ns += r.cpu_ns;
-    conflicts += r.conflicts;
-  }
+  for (const auto& r : records) conflicts += r.conflicts;
   std::string why;
   if (conflicts != 0)
     throw std::runtime_error(fmt::format("pool under {}: {} buffers were handed to two threads at once", lock.name,
@@ -244,7 +218,7 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
         d.cookie = (uint64_t(index) << 32) | seq;
         ++seq;
       }
-      h += private_work(c.private_work, h + seq);
+      h += private_work({}, c.private_work, h + seq);
       // Push, and while the queue is full back off and retry the rest of the burst;
       // the last allowed try (push_burst) drops what still does not fit.
       std::span<const TxDescriptor> rest(burst);
@@ -270,22 +244,7 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
     workers_left.fetch_sub(1, std::memory_order_release);  // release: our pushes before the consumer's last pass
   });
 
-  TrialSample s;
-  s.wall_ns = wall;
-  s.min_ops = UINT64_MAX;
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    const auto& r = records[i];
-    s.cpu_ns += r.cpu_ns;  // the consumer's too
-    if (i == workers) continue;
-    s.ops += r.ops;
-    s.min_ops = std::min(s.min_ops, r.ops);
-    s.items += r.items;
-    s.offered += r.offered;
-    s.bursts += r.bursts;
-    s.full += r.full;
-    s.retries += r.retries;
-    s.dropped_bursts += r.dropped_bursts;
-  }
+  TrialSample s = totals(records, workers, wall);  // the consumer's CPU too
   const auto stats = queue.stats();
   std::string why;
   if (order_errors != 0) why = fmt::format("{} descriptors duplicated or out of order", order_errors);
@@ -310,11 +269,7 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
 
 std::vector<std::string> delegation_structures() { return {"slab", "pool", "txq"}; }
 
-std::vector<std::string> datapath_lab_locks() {
-  std::vector<std::string> names;
-  for (const auto& entry : all_locks()) names.push_back(entry.name);
-  return names;
-}
+std::vector<std::string> datapath_lab_locks() { return names(experiments::section_lock_set(), [](const LockEntry& e) { return e.name; }); }
 
 DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options, std::ostream* progress) {
   const auto& c = options.common;
@@ -329,7 +284,7 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
   for (int t : c.threads)
     if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
   std::vector<const LockEntry*> chosen;
-  for (const auto& entry : all_locks())
+  for (const auto& entry : experiments::section_lock_set())
     if (c.locks.empty() || std::find(c.locks.begin(), c.locks.end(), entry.name) != c.locks.end())
       chosen.push_back(&entry);
   for (const auto& name : c.locks) {

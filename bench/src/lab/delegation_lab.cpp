@@ -36,17 +36,6 @@ struct alignas(64) ThreadRecord {
   std::vector<uint32_t> outgoing;  // delegation-async: the batch of the flush in flight
 };
 
-// Private work between critical sections: touch the objects this thread holds,
-// as a caller of kmem_cache_alloc would, so the cache lines move to this core.
-inline uint64_t private_work(const std::vector<uint32_t>& objects, std::size_t iterations, uint64_t seed) {
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < iterations; ++i) {
-    h ^= objects.empty() ? i : objects[i % objects.size()];
-    h *= 0x100000001b3ULL;  // FNV-style mixing: cheap, not optimizable away
-  }
-  return h;
-}
-
 template <class Runner>
 TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
   experiments::SharedPool pool(options.pool_objects, options.objects_per_slab);
@@ -110,23 +99,18 @@ struct LockEntry {
   TrialFn run;
 };
 
-template <class... Runners>
-std::vector<LockEntry> make_entries() {
-  return {LockEntry{Runners::kName, &run_trial<Runners>}...};
-}
-
 const std::vector<LockEntry>& all_locks() {
-  static const std::vector<LockEntry> entries = make_entries<UVHOST_DELEGATION_LAB_RUNNERS>();
+  static const std::vector<LockEntry> entries = [] {
+    std::vector<LockEntry> out;
+    experiments::for_each_runner([&]<class Runner>() { out.push_back({Runner::kName, &run_trial<Runner>}); });
+    return out;
+  }();
   return entries;
 }
 
 }  // namespace
 
-std::vector<std::string> delegation_lab_locks() {
-  std::vector<std::string> names;
-  for (const auto& entry : all_locks()) names.push_back(entry.name);
-  return names;
-}
+std::vector<std::string> delegation_lab_locks() { return names(all_locks(), [](const LockEntry& e) { return e.name; }); }
 
 DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress) {
   if (options.runs < 1 || options.duration_ms < 1 || options.batch < 1 || options.threads.empty())

@@ -9,10 +9,17 @@
 // kAsyncFlush marks the asynchronous delegation variant: the lab submits each
 // flush with DelegationLock::submit() and keeps working (at most one flush in
 // flight per thread), which no lock()/unlock() interface can express.
+//
+// for_each_runner() visits the runners in table order; section_lock_set() gives each
+// synchronous one as a SectionLock, by name, for the structures that take their lock
+// at construction.
 #pragma once
 
+#include <memory>
 #include <mutex>
+#include <vector>
 
+#include "uvhost/experiments/section_lock.h"
 #include "uvhost/sync/baseline_locks.h"
 #include "uvhost/sync/delegation_lock.h"
 #include "uvhost/sync/qspinlock.h"
@@ -52,15 +59,35 @@ struct DelegationAsyncRunner {
   }
 };
 
-}  // namespace uvhost::experiments
+// Calls visit.template operator()<Runner>() for every runner the labs compare, in
+// table order: the baseline first, then ours, then the other spinlocks.
+template <class Visit>
+void for_each_runner(Visit&& visit) {
+  [&]<class... Runners>() {
+    (visit.template operator()<Runners>(), ...);
+  }.template operator()<LockableRunner<sync::StdMutexLock>, DelegationRunner, DelegationAsyncRunner,
+                        LockableRunner<sync::QSpinLock>, LockableRunner<sync::PthreadSpinLock>,
+                        LockableRunner<sync::CkTicketLock>, LockableRunner<sync::CkMcsLock>,
+                        LockableRunner<sync::CkClhLock>>();
+}
 
-// The lab's lock list, in table order: the baseline first, then ours, then the
-// other spinlocks. (A macro so the list is one line to extend.)
-#define UVHOST_DELEGATION_LAB_RUNNERS                                                        \
-  ::uvhost::experiments::LockableRunner<::uvhost::sync::StdMutexLock>,                        \
-      ::uvhost::experiments::DelegationRunner, ::uvhost::experiments::DelegationAsyncRunner,   \
-      ::uvhost::experiments::LockableRunner<::uvhost::sync::QSpinLock>,                       \
-      ::uvhost::experiments::LockableRunner<::uvhost::sync::PthreadSpinLock>,                 \
-      ::uvhost::experiments::LockableRunner<::uvhost::sync::CkTicketLock>,                    \
-      ::uvhost::experiments::LockableRunner<::uvhost::sync::CkMcsLock>,                       \
-      ::uvhost::experiments::LockableRunner<::uvhost::sync::CkClhLock>
+// A runner as a SectionLock (section_lock.h), made on demand.
+struct NamedSectionLock {
+  const char* name;
+  std::unique_ptr<SectionLock> (*make)();
+};
+
+// Every runner as a SectionLock, in table order, less the asynchronous variant
+// (SectionLock::run() is synchronous).
+inline const std::vector<NamedSectionLock>& section_lock_set() {
+  static const std::vector<NamedSectionLock> locks = [] {
+    std::vector<NamedSectionLock> out;
+    for_each_runner([&]<class Runner>() {
+      if constexpr (!Runner::kAsyncFlush) out.push_back({Runner::kName, [] { return make_section_lock<Runner>(); }});
+    });
+    return out;
+  }();
+  return locks;
+}
+
+}  // namespace uvhost::experiments
