@@ -33,6 +33,14 @@ using experiments::TxDescriptor;
 
 using LockEntry = experiments::NamedSectionLock;
 
+// The datapath figures beside the slab lab's: one value per run, summarized per point.
+constexpr std::pair<std::vector<double> DatapathPoint::*, Summary DatapathPoint::*> kExtraFigures[] = {
+    {&DatapathPoint::items_per_s, &DatapathPoint::items_per_s_summary},
+    {&DatapathPoint::drop_ratio, &DatapathPoint::drop_ratio_summary},
+    {&DatapathPoint::full_ratio, &DatapathPoint::full_ratio_summary},
+    {&DatapathPoint::retries_per_burst, &DatapathPoint::retries_per_burst_summary},
+    {&DatapathPoint::burst_drop_ratio, &DatapathPoint::burst_drop_ratio_summary}};
+
 // What a thread counts (see the header for each structure); a run's totals over the workers.
 struct Counts {
   uint64_t ops = 0;             // critical sections
@@ -275,14 +283,11 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
   const auto& c = options.common;
   if (options.structure != "pool" && options.structure != "txq")
     throw std::runtime_error(fmt::format("delegation lab: unknown datapath structure '{}' (pool, txq)", options.structure));
-  if (c.runs < 1 || c.duration_ms < 1 || c.batch < 1 || c.threads.empty())
-    throw std::runtime_error("delegation lab: runs, duration, batch and threads must be positive");
+  check_common(c);
   if (options.structure == "pool" && (options.ring < 1 || options.cache_capacity < c.batch))
     throw std::runtime_error("delegation lab: pool needs ring >= 1 and cache capacity >= batch");
   if (options.structure == "txq" && (options.txq_capacity < 1 || options.consumer_burst < 1))
     throw std::runtime_error("delegation lab: txq needs a capacity and a consumer burst >= 1");
-  for (int t : c.threads)
-    if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
   std::vector<const LockEntry*> chosen;
   for (const auto& entry : experiments::section_lock_set())
     if (c.locks.empty() || std::find(c.locks.begin(), c.locks.end(), entry.name) != c.locks.end())
@@ -298,56 +303,44 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
 
   DatapathLabReport report;
   report.options = options;
-  for (int thread_count : c.threads) {
-    std::vector<DatapathPoint> points(chosen.size());
-    for (std::size_t i = 0; i < chosen.size(); ++i)
-      std::tie(points[i].base.lock, points[i].base.threads) = std::tuple(chosen[i]->name, thread_count);
-    interleave(chosen.size(), c.runs, true, [&](int run, std::size_t i) {
-      const TrialSample s = trial(options, thread_count, *chosen[i]);
-      auto& p = points[i];
-      record_run(p.base, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
-      const double wall = static_cast<double>(s.wall_ns);
-      const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
-      p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / wall);
-      p.drop_ratio.push_back(s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered)
-                                           : 0);
-      p.full_ratio.push_back(static_cast<double>(s.full) / static_cast<double>(std::max<uint64_t>(s.ops, 1)));
-      p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
-      p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
-      if (options.structure == "txq")
-        p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
-                                s.bursts, s.dropped_bursts});
-      if (progress)
-        *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
-                                 thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
-                                 options.structure == "txq"
-                                     ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
-                                                   si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
-                                                   100 * p.full_ratio.back())
-                                     : std::string())
-                  << std::flush;
-    });
-    std::vector<DelegationPoint*> at_this_count;
-    for (auto& p : points) {
-      summarize_point(p.base);
-      p.items_per_s_summary = summarize(p.items_per_s);
-      p.drop_ratio_summary = summarize(p.drop_ratio);
-      p.full_ratio_summary = summarize(p.full_ratio);
-      p.retries_per_burst_summary = summarize(p.retries_per_burst);
-      p.burst_drop_ratio_summary = summarize(p.burst_drop_ratio);
-      at_this_count.push_back(&p.base);
-    }
-    set_vs_mutex(at_this_count);
-    // The throughput's own ratio: accepted descriptors per second vs std::mutex's.
-    const DatapathPoint* mutex_point = nullptr;
-    for (const auto& p : points)
-      if (p.base.lock == "std::mutex") mutex_point = &p;
-    for (auto& p : points)
-      p.items_vs_mutex = mutex_point != nullptr ? ratio_vs_baseline(p.items_per_s_summary, mutex_point->items_per_s_summary,
-                                                                    Direction::kHigherIsBetter)
-                                                : BaselineRatio{};
-    report.points.insert(report.points.end(), points.begin(), points.end());
-  }
+  report.points = run_points<DatapathPoint>(
+      c.threads, names(chosen, [](const LockEntry* e) { return e->name; }), c.runs,
+      [](DatapathPoint& p) -> DelegationPoint& { return p.base; },
+      [&](DatapathPoint& p, std::size_t i, int thread_count, int run) {
+        const TrialSample s = trial(options, thread_count, *chosen[i]);
+        record_run(p.base, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
+        const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
+        p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / static_cast<double>(s.wall_ns));
+        p.drop_ratio.push_back(
+            s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered) : 0);
+        p.full_ratio.push_back(static_cast<double>(s.full) / static_cast<double>(std::max<uint64_t>(s.ops, 1)));
+        p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
+        p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
+        if (options.structure == "txq")
+          p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
+                                  s.bursts, s.dropped_bursts});
+        if (progress)
+          *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
+                                   thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
+                                   options.structure == "txq"
+                                       ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
+                                                     si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
+                                                     100 * p.full_ratio.back())
+                                       : std::string())
+                    << std::flush;
+      },
+      [](std::vector<DatapathPoint>& points) {
+        for (auto& p : points)
+          for (const auto& [values, summary] : kExtraFigures) p.*summary = summarize(p.*values);
+        // The throughput's own ratio: accepted descriptors per second vs std::mutex's.
+        const DatapathPoint* mutex_point =
+            find_cell(points, [](const DatapathPoint& p) { return p.base.lock == "std::mutex"; });
+        for (auto& p : points)
+          p.items_vs_mutex = mutex_point != nullptr ? ratio_vs_baseline(p.items_per_s_summary,
+                                                                        mutex_point->items_per_s_summary,
+                                                                        Direction::kHigherIsBetter)
+                                                    : BaselineRatio{};
+      });
   return report;
 }
 

@@ -112,46 +112,35 @@ const std::vector<LockEntry>& all_locks() {
 
 std::vector<std::string> delegation_lab_locks() { return names(all_locks(), [](const LockEntry& e) { return e.name; }); }
 
-DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress) {
-  if (options.runs < 1 || options.duration_ms < 1 || options.batch < 1 || options.threads.empty())
-    throw std::runtime_error("delegation lab: runs, duration, batch and threads must be positive");
-  std::vector<const LockEntry*> chosen;
-  if (options.locks.empty()) {
-    for (const auto& entry : all_locks()) chosen.push_back(&entry);
-  } else {
-    for (const auto& name : options.locks) {
-      auto it = std::find_if(all_locks().begin(), all_locks().end(),
-                             [&](const LockEntry& e) { return e.name == name; });
-      if (it == all_locks().end())
-        throw std::runtime_error(fmt::format("delegation lab: unknown lock '{}'", name));
-      chosen.push_back(&*it);
-    }
-  }
-  for (int t : options.threads)
-    if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
+void check_common(const DelegationLabOptions& options) {
+  require<std::runtime_error>(options.runs >= 1 && options.duration_ms >= 1 && options.batch >= 1 &&
+                                  !options.threads.empty(),
+                              "delegation lab: runs, duration, batch and threads must be positive");
+  for (int t : options.threads) require<std::runtime_error>(t >= 1, "delegation lab: thread counts must be >= 1");
+}
 
+DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress) {
+  check_common(options);
+  std::vector<const LockEntry*> chosen;
+  for (const auto& name : options.locks.empty() ? delegation_lab_locks() : options.locks) {
+    const LockEntry* entry = find_cell(all_locks(), [&](const LockEntry& e) { return e.name == name; });
+    require<std::runtime_error>(entry != nullptr, fmt::format("delegation lab: unknown lock '{}'", name));
+    chosen.push_back(entry);
+  }
   DelegationLabReport report;
   report.options = options;
-  for (int thread_count : options.threads) {
-    std::vector<DelegationPoint> points(chosen.size());
-    for (std::size_t i = 0; i < chosen.size(); ++i) std::tie(points[i].lock, points[i].threads) = std::tuple(chosen[i]->name, thread_count);
-    interleave(chosen.size(), options.runs, true, [&](int run, std::size_t i) {
-      const TrialSample s = chosen[i]->run(options, thread_count);
-      DelegationPoint& p = points[i];
-      record_run(p, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
-      if (progress)
-        *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
-                                 options.runs, p.lock, si(p.ops_per_s.back()))
-                  << std::flush;
-    });
-    std::vector<DelegationPoint*> at_this_count;
-    for (auto& p : points) {
-      summarize_point(p);
-      at_this_count.push_back(&p);
-    }
-    set_vs_mutex(at_this_count);
-    report.points.insert(report.points.end(), points.begin(), points.end());
-  }
+  report.points = run_points<DelegationPoint>(
+      options.threads, names(chosen, [](const LockEntry* e) { return e->name; }), options.runs,
+      [](DelegationPoint& p) -> DelegationPoint& { return p; },
+      [&](DelegationPoint& p, std::size_t i, int thread_count, int run) {
+        const TrialSample s = chosen[i]->run(options, thread_count);
+        record_run(p, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
+        if (progress)
+          *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
+                                   options.runs, p.lock, si(p.ops_per_s.back()))
+                    << std::flush;
+      },
+      [](std::vector<DelegationPoint>&) {});
   return report;
 }
 

@@ -21,9 +21,11 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 
@@ -96,5 +98,34 @@ std::string verdict_note();  // one line: what the verdict column says
 nlohmann::json point_json(const DelegationPoint& p);
 std::vector<BarChart> point_charts(const std::string& structure,
                                    const std::vector<const DelegationPoint*>& points);
+
+// Throws std::runtime_error for runs, duration, batch or a thread count below 1, or no
+// thread counts.
+void check_common(const DelegationLabOptions& options);
+
+// The protocol of both labs: per thread count a point per lock (base(point) is its
+// DelegationPoint), `runs` runs interleaved with the order rotated each run, each
+// measured by measure(point, lock index, thread count, run); then every point
+// summarized, held against std::mutex at its thread count, and finish(points) for
+// what the lab adds.
+template <class Point, class Base, class Measure, class Finish>
+std::vector<Point> run_points(const std::vector<int>& threads, const std::vector<std::string>& locks, int runs,
+                              Base&& base, Measure&& measure, Finish&& finish) {
+  std::vector<Point> all;
+  for (int thread_count : threads) {
+    std::vector<Point> points(locks.size());
+    std::vector<DelegationPoint*> bases;
+    for (std::size_t i = 0; i < locks.size(); ++i) {
+      bases.push_back(&base(points[i]));
+      std::tie(bases[i]->lock, bases[i]->threads) = std::tuple(locks[i], thread_count);
+    }
+    interleave(locks.size(), runs, true, [&](int run, std::size_t i) { measure(points[i], i, thread_count, run); });
+    for (DelegationPoint* p : bases) summarize_point(*p);
+    set_vs_mutex(bases);
+    finish(points);
+    all.insert(all.end(), points.begin(), points.end());
+  }
+  return all;
+}
 
 }  // namespace uvhost::bench::lab

@@ -148,9 +148,10 @@ const Cell* find_cell(const std::vector<Cell>& cells, Matches&& matches) noexcep
   return nullptr;
 }
 
-// Throws std::invalid_argument(what) unless `ok`.
-inline void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument(what);
+// Throws Error(what) unless `ok`.
+template <class Error = std::invalid_argument>
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
 }
 
 // Every count in [low, high], and at least one: "no thread counts", "thread count 0 not in [1, 1024]".
