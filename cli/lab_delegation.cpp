@@ -30,7 +30,9 @@ void add_lab_delegation(CLI::App& lab) {
   auto flags = std::make_shared<Flags>();
   auto& o = flags->options;
   cmd->add_option("--threads", o.threads, "Thread counts to run")->delimiter(',')->capture_default_str();
-  cmd->add_option("--locks", o.locks, "Locks to compare (default: all; see --list)")->delimiter(',');
+  cmd->add_option("--locks", o.locks, "Locks to compare (default: all; see --list)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(bench::lab::delegation_lab_locks()));
   cmd->add_option("--runs", o.runs, "Runs per lock and thread count")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("--duration-ms", o.duration_ms, "Length of one run")->capture_default_str()->check(CLI::Range(1, 600000));
   cmd->add_option("--batch", o.batch, "Objects moved per refill/flush (txq: descriptors per pushed burst)")

@@ -373,26 +373,21 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
     headers.push_back("retries/burst");
     headers.push_back("pkts/s vs std::mutex");
   }
-  TextTable table(headers);
-  int last_threads = -1;
-  for (const auto& dp : report.points) {
-    const auto& p = dp.base;
-    if (last_threads != -1 && p.threads != last_threads) table.add_separator();
-    last_threads = p.threads;
-    std::vector<std::string> row = point_cells(p);
-    row.push_back(si_with_relative_ci(dp.items_per_s_summary));
-    if (!pool) {
-      row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
-      row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
-      row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
-      row.push_back(p.lock == "std::mutex" ? std::string("baseline")
-                                           : fmt::format("{} {}", ratio_text(dp.items_vs_mutex),
-                                                         to_string(dp.items_vs_mutex.verdict)));
-    }
-    table.add_row(std::move(row));
-  }
-  table.print(out);
-  out << verdict_note() << "\n";
+  print_points(out, headers, report.points, [](const DatapathPoint& dp) -> const DelegationPoint& { return dp.base; },
+               [&](const DatapathPoint& dp) {
+                 std::vector<std::string> row = point_cells(dp.base);
+                 row.push_back(si_with_relative_ci(dp.items_per_s_summary));
+                 if (!pool) {
+                   row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
+                   row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
+                   row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
+                   row.push_back(dp.base.lock == "std::mutex"
+                                     ? std::string("baseline")
+                                     : fmt::format("{} {}", ratio_text(dp.items_vs_mutex),
+                                                   to_string(dp.items_vs_mutex.verdict)));
+                 }
+                 return row;
+               });
   if (!pool)
     out << "pkts/s vs std::mutex: the same test on accepted descriptors per second, the txq's throughput.\n";
 }
@@ -406,15 +401,8 @@ std::vector<BarChart> datapath_charts(const DatapathLabReport& report) {
 nlohmann::json to_json(const DatapathLabReport& report) {
   const auto& o = report.options;
   const auto& c = o.common;
-  nlohmann::json j;
-  j["experiment"] = "delegation";
-  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
+  nlohmann::json j = report_json(c);
   j["structure"] = o.structure;
-  j["options"] = {{"threads", c.threads},
-                  {"runs", c.runs},
-                  {"duration_ms", c.duration_ms},
-                  {"batch", c.batch},
-                  {"private_work", c.private_work}};
   if (o.structure == "pool") {
     j["options"]["ring"] = o.ring;
     j["options"]["cache_capacity"] = o.cache_capacity;
@@ -424,7 +412,6 @@ nlohmann::json to_json(const DatapathLabReport& report) {
     j["options"]["consumer_burst"] = o.consumer_burst;
     j["options"]["txq_retries"] = o.txq_retries;
   }
-  j["points"] = nlohmann::json::array();
   for (const auto& dp : report.points) {
     nlohmann::json point = point_json(dp.base);
     point["items_per_s"] = summary_json(dp.items_per_s_summary);

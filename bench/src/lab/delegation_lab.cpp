@@ -179,22 +179,32 @@ std::vector<std::string> point_headers() {
 }
 
 std::vector<std::string> point_cells(const DelegationPoint& p) {
-  const auto& ops = p.ops_per_s_summary;
-  const bool baseline = p.lock == "std::mutex";
-  return {std::to_string(p.threads),
-          p.lock,
-          si_with_relative_ci(ops),
-          with_ci(p.ns_per_cs_summary),
-          with_ci(p.cpu_ns_per_cs_summary),
-          fmt::format("{:.2f}", p.cores_summary.mean),
-          fmt::format("{:.2f}", p.fairness_summary.mean),
-          baseline ? std::string("baseline") : ratio_text(p.vs_mutex),
-          baseline ? std::string("-") : std::string(to_string(p.vs_mutex.verdict))};
+  std::vector<std::string> cells{std::to_string(p.threads),
+                                 p.lock,
+                                 si_with_relative_ci(p.ops_per_s_summary),
+                                 with_ci(p.ns_per_cs_summary),
+                                 with_ci(p.cpu_ns_per_cs_summary),
+                                 fmt::format("{:.2f}", p.cores_summary.mean),
+                                 fmt::format("{:.2f}", p.fairness_summary.mean)};
+  for (auto& cell : baseline_cells(p.vs_mutex, p.lock == "std::mutex")) cells.push_back(std::move(cell));
+  return cells;
 }
 
 std::string verdict_note() {
   return "verdict: ops/s vs std::mutex at the same thread count (higher is better) - better/worse when the "
          "ratio's 95% CI excludes 1, noise when it contains 1.";
+}
+
+nlohmann::json report_json(const DelegationLabOptions& o) {
+  return {{"experiment", "delegation"},
+          {"seed", "004"},  // the JSON key tools and tests read: which upstream experiment this is
+          {"options",
+           {{"threads", o.threads},
+            {"runs", o.runs},
+            {"duration_ms", o.duration_ms},
+            {"batch", o.batch},
+            {"private_work", o.private_work}}},
+          {"points", nlohmann::json::array()}};
 }
 
 nlohmann::json point_json(const DelegationPoint& p) {
@@ -237,15 +247,7 @@ void print_delegation_table(const DelegationLabReport& report, std::ostream& out
       "Delegation lock: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
       "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
       o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
-  TextTable table(point_headers());
-  int last_threads = -1;
-  for (const auto& p : report.points) {
-    if (last_threads != -1 && p.threads != last_threads) table.add_separator();
-    last_threads = p.threads;
-    table.add_row(point_cells(p));
-  }
-  table.print(out);
-  out << verdict_note() << "\n";
+  print_points(out, point_headers(), report.points, [](const DelegationPoint& p) -> const DelegationPoint& { return p; }, point_cells);
 }
 
 std::vector<BarChart> delegation_charts(const DelegationLabReport& report) {
@@ -256,13 +258,9 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report) {
 
 nlohmann::json to_json(const DelegationLabReport& report) {
   const auto& o = report.options;
-  nlohmann::json j;
-  j["experiment"] = "delegation";
-  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
-  j["options"] = {{"threads", o.threads}, {"runs", o.runs}, {"duration_ms", o.duration_ms},
-                  {"batch", o.batch},     {"private_work", o.private_work},
-                  {"pool_objects", o.pool_objects}, {"objects_per_slab", o.objects_per_slab}};
-  j["points"] = nlohmann::json::array();
+  nlohmann::json j = report_json(o);
+  j["options"]["pool_objects"] = o.pool_objects;
+  j["options"]["objects_per_slab"] = o.objects_per_slab;
   for (const auto& p : report.points) j["points"].push_back(point_json(p));
   return j;
 }

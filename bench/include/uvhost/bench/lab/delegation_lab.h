@@ -95,6 +95,22 @@ void set_vs_mutex(const std::vector<DelegationPoint*>& points);
 std::vector<std::string> point_headers();
 std::vector<std::string> point_cells(const DelegationPoint& p);
 std::string verdict_note();  // one line: what the verdict column says
+// {"experiment", "seed", "options": the options both labs share, "points": []}.
+nlohmann::json report_json(const DelegationLabOptions& options);
+
+// The points as a table (cells(point) per row, a separator between thread counts),
+// then verdict_note(). base(point) is the point's DelegationPoint.
+template <class Point, class Base, class Cells>
+void print_points(std::ostream& out, std::vector<std::string> headers, const std::vector<Point>& points, Base&& base,
+                  Cells&& cells) {
+  TextTable table(std::move(headers));
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (i > 0 && base(points[i]).threads != base(points[i - 1]).threads) table.add_separator();
+    table.add_row(cells(points[i]));
+  }
+  table.print(out);
+  out << verdict_note() << "\n";
+}
 nlohmann::json point_json(const DelegationPoint& p);
 std::vector<BarChart> point_charts(const std::string& structure,
                                    const std::vector<const DelegationPoint*>& points);
@@ -103,29 +119,23 @@ std::vector<BarChart> point_charts(const std::string& structure,
 // thread counts.
 void check_common(const DelegationLabOptions& options);
 
-// The protocol of both labs: per thread count a point per lock (base(point) is its
-// DelegationPoint), `runs` runs interleaved with the order rotated each run, each
-// measured by measure(point, lock index, thread count, run); then every point
-// summarized, held against std::mutex at its thread count, and finish(points) for
-// what the lab adds.
+// The protocol of both labs (lab_engine.h run_sweep, a point per lock): each point
+// measured by measure(point, lock index, thread count, run), then summarized, held
+// against std::mutex at its thread count, and finish(points) for what the lab adds.
+// base(point) is the point's DelegationPoint.
 template <class Point, class Base, class Measure, class Finish>
 std::vector<Point> run_points(const std::vector<int>& threads, const std::vector<std::string>& locks, int runs,
                               Base&& base, Measure&& measure, Finish&& finish) {
-  std::vector<Point> all;
-  for (int thread_count : threads) {
-    std::vector<Point> points(locks.size());
-    std::vector<DelegationPoint*> bases;
-    for (std::size_t i = 0; i < locks.size(); ++i) {
-      bases.push_back(&base(points[i]));
-      std::tie(bases[i]->lock, bases[i]->threads) = std::tuple(locks[i], thread_count);
-    }
-    interleave(locks.size(), runs, true, [&](int run, std::size_t i) { measure(points[i], i, thread_count, run); });
-    for (DelegationPoint* p : bases) summarize_point(*p);
-    set_vs_mutex(bases);
-    finish(points);
-    all.insert(all.end(), points.begin(), points.end());
-  }
-  return all;
+  return run_sweep<Point>(
+      threads, locks.size(), runs,
+      [&](Point& p, std::size_t i, int thread_count) { std::tie(base(p).lock, base(p).threads) = std::tuple(locks[i], thread_count); },
+      measure, [&](std::vector<Point>& points) {
+        std::vector<DelegationPoint*> bases;
+        for (Point& p : points) bases.push_back(&base(p));
+        for (DelegationPoint* p : bases) summarize_point(*p);
+        set_vs_mutex(bases);
+        finish(points);
+      });
 }
 
 }  // namespace uvhost::bench::lab
