@@ -1,6 +1,7 @@
-// The iommu-lock lab (seed 002; its table is tested in experiments/tests/): under
-// every guard policy, with a writer replacing the map, every translation returns the host address of the map version it saw; a tiny run of the
-// whole experiment fills every cell and produces complete JSON.
+// The iommu-lock lab (vfio type1's IOVA lookups behind a mutex or an rwsem; its table
+// is tested in experiments/tests/): under every guard policy, with a writer replacing
+// the map, every translation returns the host address of the map version it saw; a
+// tiny run of the whole experiment fills every cell and produces complete JSON.
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
 #include <gtest/gtest.h>

@@ -277,7 +277,9 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
 
 std::vector<std::string> delegation_structures() { return {"slab", "pool", "txq"}; }
 
-std::vector<std::string> datapath_lab_locks() { return names(experiments::section_lock_set(), [](const LockEntry& e) { return e.name; }); }
+std::vector<std::string> datapath_lab_locks() {
+  return names(experiments::section_lock_set(), [](const LockEntry& e) { return e.name; });
+}
 
 DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options, std::ostream* progress) {
   const auto& c = options.common;
@@ -373,21 +375,18 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
     headers.push_back("retries/burst");
     headers.push_back("pkts/s vs std::mutex");
   }
-  print_points(out, headers, report.points, [](const DatapathPoint& dp) -> const DelegationPoint& { return dp.base; },
-               [&](const DatapathPoint& dp) {
-                 std::vector<std::string> row = point_cells(dp.base);
-                 row.push_back(si_with_relative_ci(dp.items_per_s_summary));
-                 if (!pool) {
-                   row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
-                   row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
-                   row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
-                   row.push_back(dp.base.lock == "std::mutex"
-                                     ? std::string("baseline")
-                                     : fmt::format("{} {}", ratio_text(dp.items_vs_mutex),
-                                                   to_string(dp.items_vs_mutex.verdict)));
-                 }
-                 return row;
-               });
+  auto base = [](const DatapathPoint& dp) -> const DelegationPoint& { return dp.base; };
+  print_points(out, headers, report.points, base, [&](const DatapathPoint& dp) {
+    std::vector<std::string> row = point_cells(dp.base);
+    row.push_back(si_with_relative_ci(dp.items_per_s_summary));
+    if (pool) return row;
+    row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
+    row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
+    row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
+    const auto vs = baseline_cells(dp.items_vs_mutex, dp.base.lock == "std::mutex");
+    row.push_back(dp.base.lock == "std::mutex" ? vs[0] : vs[0] + " " + vs[1]);
+    return row;
+  });
   if (!pool)
     out << "pkts/s vs std::mutex: the same test on accepted descriptors per second, the txq's throughput.\n";
 }

@@ -110,13 +110,16 @@ const std::vector<LockEntry>& all_locks() {
 
 }  // namespace
 
-std::vector<std::string> delegation_lab_locks() { return names(all_locks(), [](const LockEntry& e) { return e.name; }); }
+std::vector<std::string> delegation_lab_locks() {
+  return names(all_locks(), [](const LockEntry& e) { return e.name; });
+}
 
 void check_common(const DelegationLabOptions& options) {
   require<std::runtime_error>(options.runs >= 1 && options.duration_ms >= 1 && options.batch >= 1 &&
                                   !options.threads.empty(),
                               "delegation lab: runs, duration, batch and threads must be positive");
-  for (int t : options.threads) require<std::runtime_error>(t >= 1, "delegation lab: thread counts must be >= 1");
+  for (int t : options.threads)
+    require<std::runtime_error>(t >= 1, "delegation lab: thread counts must be >= 1");
 }
 
 DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress) {
@@ -247,7 +250,9 @@ void print_delegation_table(const DelegationLabReport& report, std::ostream& out
       "Delegation lock: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
       "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
       o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
-  print_points(out, point_headers(), report.points, [](const DelegationPoint& p) -> const DelegationPoint& { return p; }, point_cells);
+  print_points(
+      out, point_headers(), report.points, [](const DelegationPoint& p) -> const DelegationPoint& { return p; },
+      point_cells);
 }
 
 std::vector<BarChart> delegation_charts(const DelegationLabReport& report) {

@@ -49,14 +49,10 @@ struct DelegationRunner {
   }
 };
 
-struct DelegationAsyncRunner {
+// The same lock; the lab submits flushes asynchronously (see above).
+struct DelegationAsyncRunner : DelegationRunner {
   static constexpr const char* kName = "delegation-async";
   static constexpr bool kAsyncFlush = true;
-  sync::DelegationLock lock;
-  template <class F>
-  void run(F&& fn) {
-    lock.run(fn);
-  }
 };
 
 // Calls visit.template operator()<Runner>() for every runner the labs compare, in
@@ -83,7 +79,8 @@ inline const std::vector<NamedSectionLock>& section_lock_set() {
   static const std::vector<NamedSectionLock> locks = [] {
     std::vector<NamedSectionLock> out;
     for_each_runner([&]<class Runner>() {
-      if constexpr (!Runner::kAsyncFlush) out.push_back({Runner::kName, [] { return make_section_lock<Runner>(); }});
+      if constexpr (!Runner::kAsyncFlush)
+        out.push_back({Runner::kName, [] { return make_section_lock<Runner>(); }});
     });
     return out;
   }();

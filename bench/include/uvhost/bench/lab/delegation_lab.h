@@ -101,8 +101,8 @@ nlohmann::json report_json(const DelegationLabOptions& options);
 // The points as a table (cells(point) per row, a separator between thread counts),
 // then verdict_note(). base(point) is the point's DelegationPoint.
 template <class Point, class Base, class Cells>
-void print_points(std::ostream& out, std::vector<std::string> headers, const std::vector<Point>& points, Base&& base,
-                  Cells&& cells) {
+void print_points(std::ostream& out, std::vector<std::string> headers, const std::vector<Point>& points,
+                  Base&& base, Cells&& cells) {
   TextTable table(std::move(headers));
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (i > 0 && base(points[i]).threads != base(points[i - 1]).threads) table.add_separator();
@@ -128,7 +128,9 @@ std::vector<Point> run_points(const std::vector<int>& threads, const std::vector
                               Base&& base, Measure&& measure, Finish&& finish) {
   return run_sweep<Point>(
       threads, locks.size(), runs,
-      [&](Point& p, std::size_t i, int thread_count) { std::tie(base(p).lock, base(p).threads) = std::tuple(locks[i], thread_count); },
+      [&](Point& p, std::size_t i, int thread_count) {
+        std::tie(base(p).lock, base(p).threads) = std::tuple(locks[i], thread_count);
+      },
       measure, [&](std::vector<Point>& points) {
         std::vector<DelegationPoint*> bases;
         for (Point& p : points) bases.push_back(&base(p));

@@ -118,7 +118,8 @@ TextTable baseline_matrix(std::vector<std::string> headers, const std::vector<st
     for (std::size_t c = 0; c < columns; ++c) {
       const Cell* cell = cell_at(r, c);
       const Cell* base = base_at(r, c);
-      row.push_back(ci_with_ratio_text(cell->*figure, base != nullptr && base != cell ? &(base->*figure) : nullptr));
+      const bool with_ratio = base != nullptr && base != cell;
+      row.push_back(ci_with_ratio_text(cell->*figure, with_ratio ? &(base->*figure) : nullptr));
     }
     table.add_row(std::move(row));
   }
