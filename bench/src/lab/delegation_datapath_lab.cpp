@@ -8,15 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <thread>
-#include <tuple>
 
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/experiments/lock_runners.h"
 #include "uvhost/bench/table.h"
+#include "uvhost/experiments/lock_runners.h"
 #include "uvhost/experiments/packet_pool.h"
 #include "uvhost/experiments/shared_tx_queue.h"
 #include "uvhost/sync/cpu_relax.h"
@@ -27,7 +25,6 @@ namespace {
 using experiments::BufferId;
 using experiments::kNoBuffer;
 using experiments::PacketPool;
-using experiments::SectionLock;
 using experiments::SharedTxQueue;
 using experiments::TxDescriptor;
 

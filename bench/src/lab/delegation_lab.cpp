@@ -1,22 +1,17 @@
 // delegation_lab.cpp - the delegation-lock lab on SLAB sections (see delegation_lab.h).
 #include "uvhost/bench/lab/delegation_lab.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <fmt/format.h>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
-#include <tuple>
 
-#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/experiments/slab_pool.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/experiments/lock_runners.h"
+#include "uvhost/experiments/slab_pool.h"
 
 namespace uvhost::bench::lab {
 namespace {

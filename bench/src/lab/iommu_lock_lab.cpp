@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <ostream>
-#include <stdexcept>
 #include <thread>
 #include <tuple>
 
