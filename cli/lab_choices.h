@@ -1,6 +1,8 @@
-// lab_choices.h - a list option of enum values named by a base/name_table.h table
-// (`--policies mutex,rcu`): CLI11 checks each name against the table (a usage error,
-// exit 2, listing the choices) and the help shows the choices and the default.
+// lab_choices.h - what the iommu-lock and delegation labs accept on the command line:
+//  - add_choice_list(): a list option of enum values named by a base/name_table.h table
+//    (`--policies mutex,rcu`): CLI11 checks each name against the table (a usage error,
+//    exit 2, listing the choices) and the help shows the choices and the default;
+//  - add_bounded(): a number in [low, high], its default shown.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,12 @@ CLI::Option* add_choice_list(CLI::App& cmd, const std::string& flag, std::vector
       ->delimiter(',')
       ->check(CLI::IsMember(base::names(table)))
       ->default_str(fmt::format("[{}]", fmt::join(defaults, ",")));
+}
+
+template <class T>
+CLI::Option* add_bounded(CLI::App& cmd, const std::string& flag, T& value, const std::string& description, int low,
+                         int high) {
+  return cmd.add_option(flag, value, description)->capture_default_str()->check(CLI::Range(low, high));
 }
 
 }  // namespace uvhost::cli
