@@ -23,12 +23,10 @@
 // registration).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <iterator>
 #include <iosfwd>
-#include <memory>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +37,8 @@
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
-#include "uvhost/sync/read_mostly.h"
 #include "uvhost/experiments/iommu_table.h"
+#include "uvhost/sync/read_mostly.h"
 
 namespace uvhost::bench::lab {
 
