@@ -1,4 +1,4 @@
-// slab_pool.h - the critical section of the delegation lab (delegation_lab.h).
+// slab_pool.h - the critical section of the delegation lab (bench/lab/delegation_lab.h).
 //
 // The delegation lock was first measured on SLAB's two list_lock sections:
 // cache_alloc_refill (move a batch of free objects from the node's shared pool

@@ -1,6 +1,6 @@
 // delegation_lab.h - a delegation lock (the holder runs the waiters' critical
 // sections, flat-combining / ffwd style) against spinlocks and mutexes on SLAB's
-// refill/flush critical sections (slab_pool.h).
+// refill/flush critical sections (experiments/slab_pool.h).
 //
 // N threads each alternate a refill (take `batch` objects from the shared pool) and a
 // flush (give `batch` back) under one lock, with private work in between; each lock
