@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "lab_choices.h"
 #include "lab_output.h"
 #include "uvhost/bench/lab/delegation_datapath_lab.h"
 #include "uvhost/bench/lab/delegation_lab.h"
@@ -30,12 +31,13 @@ void add_lab_delegation(CLI::App& lab) {
   auto flags = std::make_shared<Flags>();
   auto& o = flags->options;
   cmd->add_option("--threads", o.threads, "Thread counts to run")->delimiter(',')->capture_default_str();
-  cmd->add_option("--locks", o.locks, "Locks to compare (default: all; see --list)")->delimiter(',');
-  cmd->add_option("--runs", o.runs, "Runs per lock and thread count")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_option("--duration-ms", o.duration_ms, "Length of one run")->capture_default_str()->check(CLI::Range(1, 600000));
-  cmd->add_option("--batch", o.batch, "Objects moved per refill/flush (txq: descriptors per pushed burst)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--locks", o.locks, "Locks to compare (default: all; see --list)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(bench::lab::delegation_lab_locks()));
+  add_bounded(*cmd, "--runs", o.runs, "Runs per lock and thread count", 1, 1000);
+  add_bounded(*cmd, "--duration-ms", o.duration_ms, "Length of one run", 1, 600000);
+  add_bounded(*cmd, "--batch", o.batch, "Objects moved per refill/flush (txq: descriptors per pushed burst)", 1,
+              4096);
   cmd->add_option("--private-work", o.private_work, "Private work between critical sections (loop iterations)")
       ->capture_default_str();
   cmd->add_option("--structure,--structures", flags->structures,
@@ -45,23 +47,15 @@ void add_lab_delegation(CLI::App& lab) {
       ->capture_default_str()
       ->check(CLI::IsMember(bench::lab::delegation_structures()));
   auto& d = flags->datapath;
-  cmd->add_option("--ring", d.ring, "pool: buffers a thread gets before putting them back")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--cache", d.cache_capacity, "pool: buffers per thread cache (>= --batch)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--txq-size", d.txq_capacity, "txq: descriptors the shared queue holds")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--consumer-burst", d.consumer_burst, "txq: most descriptors the consumer pops at a time")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--txq-retries", d.txq_retries,
-                  "txq: times a worker backs off and retries a burst that found the queue full before dropping "
-                  "the rest (0: drop at once)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 64));
+  add_bounded(*cmd, "--ring", d.ring, "pool: buffers a thread gets before putting them back", 1, 1 << 16);
+  add_bounded(*cmd, "--cache", d.cache_capacity, "pool: buffers per thread cache (>= --batch)", 1, 1 << 16);
+  add_bounded(*cmd, "--txq-size", d.txq_capacity, "txq: descriptors the shared queue holds", 1, 1 << 20);
+  add_bounded(*cmd, "--consumer-burst", d.consumer_burst, "txq: most descriptors the consumer pops at a time", 1,
+              1 << 16);
+  add_bounded(*cmd, "--txq-retries", d.txq_retries,
+              "txq: times a worker backs off and retries a burst that found the queue full before dropping "
+              "the rest (0: drop at once)",
+              0, 64);
   add_lab_output_flags(*cmd, flags->output,
                        "ops/s and CPU ns per critical section per lock and thread count, per structure");
   cmd->add_flag("--list", flags->list, "List the locks and exit");

@@ -6,11 +6,11 @@
 
 #include <iostream>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "lab_choices.h"
 #include "lab_output.h"
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
@@ -19,35 +19,11 @@ namespace {
 
 struct IommuLockOptions {
   bench::lab::IommuLockLabConfig config;
-  std::vector<std::string> policies{"mutex", "rwsem", "pthread-rwlock", "rcu"};
-  std::vector<std::string> mixes{"mix", "read-only"};
   LabOutputFlags output;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  fmt::print(stderr, "uvhost lab iommu-lock: {}\n", message);
-  throw CLI::RuntimeError(2);
-}
-
 void run_lab_iommu_lock(IommuLockOptions& options) {
-  auto& config = options.config;
-  config.policies.clear();
-  for (const auto& name : options.policies) {
-    auto policy = sync::guard_policy_from_string(name);
-    if (!policy) usage_error(fmt::format("unknown policy '{}' (mutex|rwsem|pthread-rwlock|rcu)", name));
-    config.policies.push_back(*policy);
-  }
-  config.mixes.clear();
-  for (const auto& name : options.mixes) {
-    if (name != "mix" && name != "read-only") usage_error(fmt::format("unknown mix '{}' (mix|read-only)", name));
-    config.mixes.push_back(name == "mix" ? bench::lab::IommuMix::kMixed : bench::lab::IommuMix::kReadOnly);
-  }
-  try {
-    bench::lab::validate(config);
-  } catch (const std::invalid_argument& e) {
-    usage_error(e.what());
-  }
-
+  const auto& config = options.config;
   fmt::print("read-mostly DMA-mapping table (vfio type1: mutex vs rwsem) - {} reader threads translate through "
              "the guest memory map\n",
              fmt::join(config.threads, "/"));
@@ -76,13 +52,13 @@ void add_lab_iommu_lock(CLI::App& lab) {
   auto* cmd = lab.add_subcommand(
       "iommu-lock", "Read-mostly guest memory table (vfio type1's IOVA lookups) behind mutex / rwsem / "
                     "pthread-rwlock / RCU");
-  cmd->add_option("--threads", options->config.threads, "Reader thread counts")->delimiter(',')->capture_default_str();
-  cmd->add_option("--policies", options->policies, "Guard policies: mutex, rwsem, pthread-rwlock, rcu")
+  cmd->add_option("--threads", options->config.threads, "Reader thread counts")
       ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--mixes", options->mixes, "Workloads: mix (one writer, see --reads-per-update), read-only")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_choice_list(*cmd, "--policies", options->config.policies, sync::kGuardPolicyNames, "Guard policies");
+  add_choice_list(*cmd, "--mixes", options->config.mixes, bench::lab::kIommuMixNames,
+                  "Workloads: mix (one writer, see --reads-per-update), read-only");
   add_lab_run_flags(*cmd, options->config.runs, options->config.duration_ms);
   cmd->add_option("--reads-per-update", options->config.reads_per_update,
                   "Mix: translations per map update, all readers together (vfio's boot-time 24921:67 = 372)")

@@ -8,15 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <thread>
-#include <tuple>
 
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/bench/lab/lock_runners.h"
 #include "uvhost/bench/table.h"
+#include "uvhost/experiments/lock_runners.h"
 #include "uvhost/experiments/packet_pool.h"
 #include "uvhost/experiments/shared_tx_queue.h"
 #include "uvhost/sync/cpu_relax.h"
@@ -27,63 +25,63 @@ namespace {
 using experiments::BufferId;
 using experiments::kNoBuffer;
 using experiments::PacketPool;
-using experiments::SectionLock;
 using experiments::SharedTxQueue;
 using experiments::TxDescriptor;
 
-using LockFactory = std::unique_ptr<SectionLock> (*)();
+using LockEntry = experiments::NamedSectionLock;
 
-struct LockEntry {
-  std::string name;
-  LockFactory make;
-};
+// The datapath figures beside the slab lab's: one value per run, summarized per point.
+constexpr std::pair<std::vector<double> DatapathPoint::*, Summary DatapathPoint::*> kExtraFigures[] = {
+    {&DatapathPoint::items_per_s, &DatapathPoint::items_per_s_summary},
+    {&DatapathPoint::drop_ratio, &DatapathPoint::drop_ratio_summary},
+    {&DatapathPoint::full_ratio, &DatapathPoint::full_ratio_summary},
+    {&DatapathPoint::retries_per_burst, &DatapathPoint::retries_per_burst_summary},
+    {&DatapathPoint::burst_drop_ratio, &DatapathPoint::burst_drop_ratio_summary}};
 
-// The slab lab's runners, each behind experiments::SectionLock (the same lock objects
-// the slab lab times), less the asynchronous variant (see the header).
-template <class... Runners>
-std::vector<LockEntry> make_entries() {
-  std::vector<LockEntry> entries;
-  (
-      [&] {
-        if constexpr (!Runners::kAsyncFlush)
-          entries.push_back({Runners::kName, [] { return experiments::make_section_lock<Runners>(); }});
-      }(),
-      ...);
-  return entries;
-}
-
-const std::vector<LockEntry>& all_locks() {
-  static const std::vector<LockEntry> entries = make_entries<UVHOST_DELEGATION_LAB_RUNNERS>();
-  return entries;
-}
-
-// One run of one lock at one thread count.
-struct TrialSample {
-  uint64_t ops = 0;       // critical sections (see the header for each structure)
-  uint64_t min_ops = 0;   // the slowest thread's
-  uint64_t items = 0;     // buffers got / descriptors accepted
-  uint64_t offered = 0;   // txq: descriptors offered
-  uint64_t bursts = 0;    // txq: bursts built (each offered once, retried or not)
-  uint64_t full = 0;      // txq: push sections that found the queue full
-  uint64_t retries = 0;   // txq: push sections that retried part of a burst
+// What a thread counts (see the header for each structure); a run's totals over the workers.
+struct Counts {
+  uint64_t ops = 0;             // critical sections
+  uint64_t items = 0;           // buffers got / descriptors accepted
+  uint64_t offered = 0;         // txq: descriptors offered
+  uint64_t bursts = 0;          // txq: bursts built (each offered once, retried or not)
+  uint64_t full = 0;            // txq: push sections that found the queue full
+  uint64_t retries = 0;         // txq: push sections that retried part of a burst
   uint64_t dropped_bursts = 0;  // txq: bursts that lost at least one descriptor
-  experiments::SharedTxQueueStats queue;  // txq: the queue's counters after the run
-  int64_t cpu_ns = 0;     // all threads
-  int64_t wall_ns = 0;
 };
 
 // What each thread records; padded so threads never share a cache line.
-struct alignas(64) ThreadRecord {
-  uint64_t ops = 0;
-  uint64_t items = 0;
-  uint64_t offered = 0;
-  uint64_t bursts = 0;
-  uint64_t full = 0;
-  uint64_t retries = 0;
-  uint64_t dropped_bursts = 0;
+struct alignas(64) ThreadRecord : Counts {
   int64_t cpu_ns = 0;
   uint64_t conflicts = 0;  // pool: stamps found overwritten
 };
+
+// One run of one lock at one thread count.
+struct TrialSample : Counts {
+  uint64_t min_ops = UINT64_MAX;          // the slowest worker's
+  experiments::SharedTxQueueStats queue;  // txq: the queue's counters after the run
+  int64_t cpu_ns = 0;                     // all threads
+  int64_t wall_ns = 0;
+};
+
+// The totals of the first `workers` records (the CPU of all of them).
+TrialSample totals(const std::vector<ThreadRecord>& records, std::size_t workers, int64_t wall_ns) {
+  TrialSample s;
+  s.wall_ns = wall_ns;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const ThreadRecord& r = records[i];
+    s.cpu_ns += r.cpu_ns;
+    if (i >= workers) continue;
+    s.ops += r.ops;
+    s.min_ops = std::min(s.min_ops, r.ops);
+    s.items += r.items;
+    s.offered += r.offered;
+    s.bursts += r.bursts;
+    s.full += r.full;
+    s.retries += r.retries;
+    s.dropped_bursts += r.dropped_bursts;
+  }
+  return s;
+}
 
 // A worker's back-off before retry `k` (0, 1, ...) of a burst that found the TX queue
 // full: spin a growing while (the consumer may be draining on another core), then
@@ -97,17 +95,6 @@ inline void txq_backoff(std::size_t k) {
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(std::min<std::size_t>(std::size_t{16} << (k - 5), 1000)));
   }
-}
-
-// Private work between critical sections (as in the slab lab): mixing that the
-// compiler cannot drop.
-inline uint64_t private_work(std::size_t iterations, uint64_t seed) {
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < iterations; ++i) {
-    h ^= i;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
 }
 
 // The engine's run_threads_for(), with one ThreadRecord per thread (its CPU filled in).
@@ -155,7 +142,7 @@ TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, 
         if (id == kNoBuffer) break;
         std::memcpy(pool.data(id).data(), &stamp, sizeof stamp);
         ring.push_back(id);
-        if ((i + 1) % c.batch == 0) h += private_work(c.private_work, h + i);
+        if ((i + 1) % c.batch == 0) h += private_work({}, c.private_work, h + i);
       }
       // Complete it: the stamp must be ours still, then the buffer goes back.
       for (std::size_t i = 0; i < ring.size(); ++i) {
@@ -163,7 +150,7 @@ TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, 
         std::memcpy(&seen, pool.data(ring[i]).data(), sizeof seen);
         if (seen != stamp) ++r.conflicts;
         cache.put(ring[i]);
-        if ((i + 1) % c.batch == 0) h += private_work(c.private_work, h + i);
+        if ((i + 1) % c.batch == 0) h += private_work({}, c.private_work, h + i);
       }
       r.items += ring.size();
       ring.clear();
@@ -174,17 +161,9 @@ TrialSample run_pool_trial(const DatapathLabOptions& options, int thread_count, 
     sink.fetch_add(h, std::memory_order_relaxed);  // relaxed: only defeats dead-code elimination
   });
 
-  TrialSample s;
-  s.wall_ns = wall;
-  s.min_ops = UINT64_MAX;
+  const TrialSample s = totals(records, records.size(), wall);
   uint64_t conflicts = 0;
-  for (const auto& r : records) {
-    s.ops += r.ops;
-    s.min_ops = std::min(s.min_ops, r.ops);
-    s.items += r.items;
-    s.cpu_ns += r.cpu_ns;
-    conflicts += r.conflicts;
-  }
+  for (const auto& r : records) conflicts += r.conflicts;
   std::string why;
   if (conflicts != 0)
     throw std::runtime_error(fmt::format("pool under {}: {} buffers were handed to two threads at once", lock.name,
@@ -244,7 +223,7 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
         d.cookie = (uint64_t(index) << 32) | seq;
         ++seq;
       }
-      h += private_work(c.private_work, h + seq);
+      h += private_work({}, c.private_work, h + seq);
       // Push, and while the queue is full back off and retry the rest of the burst;
       // the last allowed try (push_burst) drops what still does not fit.
       std::span<const TxDescriptor> rest(burst);
@@ -270,22 +249,7 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
     workers_left.fetch_sub(1, std::memory_order_release);  // release: our pushes before the consumer's last pass
   });
 
-  TrialSample s;
-  s.wall_ns = wall;
-  s.min_ops = UINT64_MAX;
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    const auto& r = records[i];
-    s.cpu_ns += r.cpu_ns;  // the consumer's too
-    if (i == workers) continue;
-    s.ops += r.ops;
-    s.min_ops = std::min(s.min_ops, r.ops);
-    s.items += r.items;
-    s.offered += r.offered;
-    s.bursts += r.bursts;
-    s.full += r.full;
-    s.retries += r.retries;
-    s.dropped_bursts += r.dropped_bursts;
-  }
+  TrialSample s = totals(records, workers, wall);  // the consumer's CPU too
   const auto stats = queue.stats();
   std::string why;
   if (order_errors != 0) why = fmt::format("{} descriptors duplicated or out of order", order_errors);
@@ -311,25 +275,20 @@ TrialSample run_txq_trial(const DatapathLabOptions& options, int thread_count, c
 std::vector<std::string> delegation_structures() { return {"slab", "pool", "txq"}; }
 
 std::vector<std::string> datapath_lab_locks() {
-  std::vector<std::string> names;
-  for (const auto& entry : all_locks()) names.push_back(entry.name);
-  return names;
+  return names(experiments::section_lock_set(), [](const LockEntry& e) { return e.name; });
 }
 
 DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options, std::ostream* progress) {
   const auto& c = options.common;
   if (options.structure != "pool" && options.structure != "txq")
     throw std::runtime_error(fmt::format("delegation lab: unknown datapath structure '{}' (pool, txq)", options.structure));
-  if (c.runs < 1 || c.duration_ms < 1 || c.batch < 1 || c.threads.empty())
-    throw std::runtime_error("delegation lab: runs, duration, batch and threads must be positive");
+  check_common(c);
   if (options.structure == "pool" && (options.ring < 1 || options.cache_capacity < c.batch))
     throw std::runtime_error("delegation lab: pool needs ring >= 1 and cache capacity >= batch");
   if (options.structure == "txq" && (options.txq_capacity < 1 || options.consumer_burst < 1))
     throw std::runtime_error("delegation lab: txq needs a capacity and a consumer burst >= 1");
-  for (int t : c.threads)
-    if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
   std::vector<const LockEntry*> chosen;
-  for (const auto& entry : all_locks())
+  for (const auto& entry : experiments::section_lock_set())
     if (c.locks.empty() || std::find(c.locks.begin(), c.locks.end(), entry.name) != c.locks.end())
       chosen.push_back(&entry);
   for (const auto& name : c.locks) {
@@ -343,56 +302,44 @@ DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options,
 
   DatapathLabReport report;
   report.options = options;
-  for (int thread_count : c.threads) {
-    std::vector<DatapathPoint> points(chosen.size());
-    for (std::size_t i = 0; i < chosen.size(); ++i)
-      std::tie(points[i].base.lock, points[i].base.threads) = std::tuple(chosen[i]->name, thread_count);
-    interleave(chosen.size(), c.runs, true, [&](int run, std::size_t i) {
-      const TrialSample s = trial(options, thread_count, *chosen[i]);
-      auto& p = points[i];
-      record_run(p.base, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
-      const double wall = static_cast<double>(s.wall_ns);
-      const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
-      p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / wall);
-      p.drop_ratio.push_back(s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered)
-                                           : 0);
-      p.full_ratio.push_back(static_cast<double>(s.full) / static_cast<double>(std::max<uint64_t>(s.ops, 1)));
-      p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
-      p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
-      if (options.structure == "txq")
-        p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
-                                s.bursts, s.dropped_bursts});
-      if (progress)
-        *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
-                                 thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
-                                 options.structure == "txq"
-                                     ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
-                                                   si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
-                                                   100 * p.full_ratio.back())
-                                     : std::string())
-                  << std::flush;
-    });
-    std::vector<DelegationPoint*> at_this_count;
-    for (auto& p : points) {
-      summarize_point(p.base);
-      p.items_per_s_summary = summarize(p.items_per_s);
-      p.drop_ratio_summary = summarize(p.drop_ratio);
-      p.full_ratio_summary = summarize(p.full_ratio);
-      p.retries_per_burst_summary = summarize(p.retries_per_burst);
-      p.burst_drop_ratio_summary = summarize(p.burst_drop_ratio);
-      at_this_count.push_back(&p.base);
-    }
-    set_vs_mutex(at_this_count);
-    // The throughput's own ratio: accepted descriptors per second vs std::mutex's.
-    const DatapathPoint* mutex_point = nullptr;
-    for (const auto& p : points)
-      if (p.base.lock == "std::mutex") mutex_point = &p;
-    for (auto& p : points)
-      p.items_vs_mutex = mutex_point != nullptr ? ratio_vs_baseline(p.items_per_s_summary, mutex_point->items_per_s_summary,
-                                                                    Direction::kHigherIsBetter)
-                                                : BaselineRatio{};
-    report.points.insert(report.points.end(), points.begin(), points.end());
-  }
+  report.points = run_points<DatapathPoint>(
+      c.threads, names(chosen, [](const LockEntry* e) { return e->name; }), c.runs,
+      [](DatapathPoint& p) -> DelegationPoint& { return p.base; },
+      [&](DatapathPoint& p, std::size_t i, int thread_count, int run) {
+        const TrialSample s = trial(options, thread_count, *chosen[i]);
+        record_run(p.base, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
+        const double bursts = static_cast<double>(std::max<uint64_t>(s.bursts, 1));
+        p.items_per_s.push_back(static_cast<double>(s.items) * 1e9 / static_cast<double>(s.wall_ns));
+        p.drop_ratio.push_back(
+            s.offered > 0 ? static_cast<double>(s.offered - s.items) / static_cast<double>(s.offered) : 0);
+        p.full_ratio.push_back(static_cast<double>(s.full) / static_cast<double>(std::max<uint64_t>(s.ops, 1)));
+        p.retries_per_burst.push_back(static_cast<double>(s.retries) / bursts);
+        p.burst_drop_ratio.push_back(static_cast<double>(s.dropped_bursts) / bursts);
+        if (options.structure == "txq")
+          p.txq_counts.push_back({s.offered, s.queue.accepted, s.queue.dropped, s.queue.push_bursts, s.queue.full,
+                                  s.bursts, s.dropped_bursts});
+        if (progress)
+          *progress << fmt::format("  {} threads={:<3} run {}/{} {:<16} {:>10} ops/s{}\n", options.structure,
+                                   thread_count, run + 1, c.runs, p.base.lock, si(p.base.ops_per_s.back()),
+                                   options.structure == "txq"
+                                       ? fmt::format(" {:>10} pkts/s, {:.1f}% dropped, {:.1f}% pushes full",
+                                                     si(p.items_per_s.back()), 100 * p.drop_ratio.back(),
+                                                     100 * p.full_ratio.back())
+                                       : std::string())
+                    << std::flush;
+      },
+      [](std::vector<DatapathPoint>& points) {
+        for (auto& p : points)
+          for (const auto& [values, summary] : kExtraFigures) p.*summary = summarize(p.*values);
+        // The throughput's own ratio: accepted descriptors per second vs std::mutex's.
+        const DatapathPoint* mutex_point =
+            find_cell(points, [](const DatapathPoint& p) { return p.base.lock == "std::mutex"; });
+        for (auto& p : points)
+          p.items_vs_mutex = mutex_point != nullptr ? ratio_vs_baseline(p.items_per_s_summary,
+                                                                        mutex_point->items_per_s_summary,
+                                                                        Direction::kHigherIsBetter)
+                                                    : BaselineRatio{};
+      });
   return report;
 }
 
@@ -425,26 +372,18 @@ void print_datapath_table(const DatapathLabReport& report, std::ostream& out) {
     headers.push_back("retries/burst");
     headers.push_back("pkts/s vs std::mutex");
   }
-  TextTable table(headers);
-  int last_threads = -1;
-  for (const auto& dp : report.points) {
-    const auto& p = dp.base;
-    if (last_threads != -1 && p.threads != last_threads) table.add_separator();
-    last_threads = p.threads;
-    std::vector<std::string> row = point_cells(p);
+  auto base = [](const DatapathPoint& dp) -> const DelegationPoint& { return dp.base; };
+  print_points(out, headers, report.points, base, [&](const DatapathPoint& dp) {
+    std::vector<std::string> row = point_cells(dp.base);
     row.push_back(si_with_relative_ci(dp.items_per_s_summary));
-    if (!pool) {
-      row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
-      row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
-      row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
-      row.push_back(p.lock == "std::mutex" ? std::string("baseline")
-                                           : fmt::format("{} {}", ratio_text(dp.items_vs_mutex),
-                                                         to_string(dp.items_vs_mutex.verdict)));
-    }
-    table.add_row(std::move(row));
-  }
-  table.print(out);
-  out << verdict_note() << "\n";
+    if (pool) return row;
+    row.push_back(fmt::format("{:.1f}%", 100 * dp.drop_ratio_summary.mean));
+    row.push_back(fmt::format("{:.1f}%", 100 * dp.full_ratio_summary.mean));
+    row.push_back(fmt::format("{:.2f}", dp.retries_per_burst_summary.mean));
+    const auto vs = baseline_cells(dp.items_vs_mutex, dp.base.lock == "std::mutex");
+    row.push_back(dp.base.lock == "std::mutex" ? vs[0] : vs[0] + " " + vs[1]);
+    return row;
+  });
   if (!pool)
     out << "pkts/s vs std::mutex: the same test on accepted descriptors per second, the txq's throughput.\n";
 }
@@ -458,15 +397,8 @@ std::vector<BarChart> datapath_charts(const DatapathLabReport& report) {
 nlohmann::json to_json(const DatapathLabReport& report) {
   const auto& o = report.options;
   const auto& c = o.common;
-  nlohmann::json j;
-  j["experiment"] = "delegation";
-  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
+  nlohmann::json j = report_json(c);
   j["structure"] = o.structure;
-  j["options"] = {{"threads", c.threads},
-                  {"runs", c.runs},
-                  {"duration_ms", c.duration_ms},
-                  {"batch", c.batch},
-                  {"private_work", c.private_work}};
   if (o.structure == "pool") {
     j["options"]["ring"] = o.ring;
     j["options"]["cache_capacity"] = o.cache_capacity;
@@ -476,7 +408,6 @@ nlohmann::json to_json(const DatapathLabReport& report) {
     j["options"]["consumer_burst"] = o.consumer_burst;
     j["options"]["txq_retries"] = o.txq_retries;
   }
-  j["points"] = nlohmann::json::array();
   for (const auto& dp : report.points) {
     nlohmann::json point = point_json(dp.base);
     point["items_per_s"] = summary_json(dp.items_per_s_summary);

@@ -1,22 +1,17 @@
 // delegation_lab.cpp - the delegation-lock lab on SLAB sections (see delegation_lab.h).
 #include "uvhost/bench/lab/delegation_lab.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <fmt/format.h>
-#include <functional>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
-#include <tuple>
 
-#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/bench/lab/slab_pool.h"
 #include "uvhost/bench/table.h"
-#include "uvhost/bench/lab/lock_runners.h"
+#include "uvhost/experiments/lock_runners.h"
+#include "uvhost/experiments/slab_pool.h"
 
 namespace uvhost::bench::lab {
 namespace {
@@ -36,20 +31,9 @@ struct alignas(64) ThreadRecord {
   std::vector<uint32_t> outgoing;  // delegation-async: the batch of the flush in flight
 };
 
-// Private work between critical sections: touch the objects this thread holds,
-// as a caller of kmem_cache_alloc would, so the cache lines move to this core.
-inline uint64_t private_work(const std::vector<uint32_t>& objects, std::size_t iterations, uint64_t seed) {
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < iterations; ++i) {
-    h ^= objects.empty() ? i : objects[i % objects.size()];
-    h *= 0x100000001b3ULL;  // FNV-style mixing: cheap, not optimizable away
-  }
-  return h;
-}
-
 template <class Runner>
 TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
-  SharedPool pool(options.pool_objects, options.objects_per_slab);
+  experiments::SharedPool pool(options.pool_objects, options.objects_per_slab);
   Runner runner;
   std::vector<ThreadRecord> records(static_cast<std::size_t>(thread_count));
   std::atomic<bool> stop{false};
@@ -110,64 +94,51 @@ struct LockEntry {
   TrialFn run;
 };
 
-template <class... Runners>
-std::vector<LockEntry> make_entries() {
-  return {LockEntry{Runners::kName, &run_trial<Runners>}...};
-}
-
 const std::vector<LockEntry>& all_locks() {
-  static const std::vector<LockEntry> entries = make_entries<UVHOST_DELEGATION_LAB_RUNNERS>();
+  static const std::vector<LockEntry> entries = [] {
+    std::vector<LockEntry> out;
+    experiments::for_each_runner([&]<class Runner>() { out.push_back({Runner::kName, &run_trial<Runner>}); });
+    return out;
+  }();
   return entries;
 }
 
 }  // namespace
 
 std::vector<std::string> delegation_lab_locks() {
-  std::vector<std::string> names;
-  for (const auto& entry : all_locks()) names.push_back(entry.name);
-  return names;
+  return names(all_locks(), [](const LockEntry& e) { return e.name; });
+}
+
+void check_common(const DelegationLabOptions& options) {
+  require<std::runtime_error>(options.runs >= 1 && options.duration_ms >= 1 && options.batch >= 1 &&
+                                  !options.threads.empty(),
+                              "delegation lab: runs, duration, batch and threads must be positive");
+  for (int t : options.threads)
+    require<std::runtime_error>(t >= 1, "delegation lab: thread counts must be >= 1");
 }
 
 DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress) {
-  if (options.runs < 1 || options.duration_ms < 1 || options.batch < 1 || options.threads.empty())
-    throw std::runtime_error("delegation lab: runs, duration, batch and threads must be positive");
+  check_common(options);
   std::vector<const LockEntry*> chosen;
-  if (options.locks.empty()) {
-    for (const auto& entry : all_locks()) chosen.push_back(&entry);
-  } else {
-    for (const auto& name : options.locks) {
-      auto it = std::find_if(all_locks().begin(), all_locks().end(),
-                             [&](const LockEntry& e) { return e.name == name; });
-      if (it == all_locks().end())
-        throw std::runtime_error(fmt::format("delegation lab: unknown lock '{}'", name));
-      chosen.push_back(&*it);
-    }
+  for (const auto& name : options.locks.empty() ? delegation_lab_locks() : options.locks) {
+    const LockEntry* entry = find_cell(all_locks(), [&](const LockEntry& e) { return e.name == name; });
+    require<std::runtime_error>(entry != nullptr, fmt::format("delegation lab: unknown lock '{}'", name));
+    chosen.push_back(entry);
   }
-  for (int t : options.threads)
-    if (t < 1) throw std::runtime_error("delegation lab: thread counts must be >= 1");
-
   DelegationLabReport report;
   report.options = options;
-  for (int thread_count : options.threads) {
-    std::vector<DelegationPoint> points(chosen.size());
-    for (std::size_t i = 0; i < chosen.size(); ++i) std::tie(points[i].lock, points[i].threads) = std::tuple(chosen[i]->name, thread_count);
-    interleave(chosen.size(), options.runs, true, [&](int run, std::size_t i) {
-      const TrialSample s = chosen[i]->run(options, thread_count);
-      DelegationPoint& p = points[i];
-      record_run(p, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
-      if (progress)
-        *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
-                                 options.runs, p.lock, si(p.ops_per_s.back()))
-                  << std::flush;
-    });
-    std::vector<DelegationPoint*> at_this_count;
-    for (auto& p : points) {
-      summarize_point(p);
-      at_this_count.push_back(&p);
-    }
-    set_vs_mutex(at_this_count);
-    report.points.insert(report.points.end(), points.begin(), points.end());
-  }
+  report.points = run_points<DelegationPoint>(
+      options.threads, names(chosen, [](const LockEntry* e) { return e->name; }), options.runs,
+      [](DelegationPoint& p) -> DelegationPoint& { return p; },
+      [&](DelegationPoint& p, std::size_t i, int thread_count, int run) {
+        const TrialSample s = chosen[i]->run(options, thread_count);
+        record_run(p, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
+        if (progress)
+          *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,
+                                   options.runs, p.lock, si(p.ops_per_s.back()))
+                    << std::flush;
+      },
+      [](std::vector<DelegationPoint>&) {});
   return report;
 }
 
@@ -206,22 +177,32 @@ std::vector<std::string> point_headers() {
 }
 
 std::vector<std::string> point_cells(const DelegationPoint& p) {
-  const auto& ops = p.ops_per_s_summary;
-  const bool baseline = p.lock == "std::mutex";
-  return {std::to_string(p.threads),
-          p.lock,
-          si_with_relative_ci(ops),
-          with_ci(p.ns_per_cs_summary),
-          with_ci(p.cpu_ns_per_cs_summary),
-          fmt::format("{:.2f}", p.cores_summary.mean),
-          fmt::format("{:.2f}", p.fairness_summary.mean),
-          baseline ? std::string("baseline") : ratio_text(p.vs_mutex),
-          baseline ? std::string("-") : std::string(to_string(p.vs_mutex.verdict))};
+  std::vector<std::string> cells{std::to_string(p.threads),
+                                 p.lock,
+                                 si_with_relative_ci(p.ops_per_s_summary),
+                                 with_ci(p.ns_per_cs_summary),
+                                 with_ci(p.cpu_ns_per_cs_summary),
+                                 fmt::format("{:.2f}", p.cores_summary.mean),
+                                 fmt::format("{:.2f}", p.fairness_summary.mean)};
+  for (auto& cell : baseline_cells(p.vs_mutex, p.lock == "std::mutex")) cells.push_back(std::move(cell));
+  return cells;
 }
 
 std::string verdict_note() {
   return "verdict: ops/s vs std::mutex at the same thread count (higher is better) - better/worse when the "
          "ratio's 95% CI excludes 1, noise when it contains 1.";
+}
+
+nlohmann::json report_json(const DelegationLabOptions& o) {
+  return {{"experiment", "delegation"},
+          {"seed", "004"},  // the JSON key tools and tests read: which upstream experiment this is
+          {"options",
+           {{"threads", o.threads},
+            {"runs", o.runs},
+            {"duration_ms", o.duration_ms},
+            {"batch", o.batch},
+            {"private_work", o.private_work}}},
+          {"points", nlohmann::json::array()}};
 }
 
 nlohmann::json point_json(const DelegationPoint& p) {
@@ -264,15 +245,9 @@ void print_delegation_table(const DelegationLabReport& report, std::ostream& out
       "Delegation lock: SLAB refill/flush critical sections ({} objects/batch, {} private-work iterations),\n"
       "{} runs x {} ms per point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
       o.batch, o.private_work, o.runs, o.duration_ms, std::thread::hardware_concurrency());
-  TextTable table(point_headers());
-  int last_threads = -1;
-  for (const auto& p : report.points) {
-    if (last_threads != -1 && p.threads != last_threads) table.add_separator();
-    last_threads = p.threads;
-    table.add_row(point_cells(p));
-  }
-  table.print(out);
-  out << verdict_note() << "\n";
+  print_points(
+      out, point_headers(), report.points, [](const DelegationPoint& p) -> const DelegationPoint& { return p; },
+      point_cells);
 }
 
 std::vector<BarChart> delegation_charts(const DelegationLabReport& report) {
@@ -283,13 +258,9 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report) {
 
 nlohmann::json to_json(const DelegationLabReport& report) {
   const auto& o = report.options;
-  nlohmann::json j;
-  j["experiment"] = "delegation";
-  j["seed"] = "004";  // the JSON key tools and tests read: which upstream experiment this is
-  j["options"] = {{"threads", o.threads}, {"runs", o.runs}, {"duration_ms", o.duration_ms},
-                  {"batch", o.batch},     {"private_work", o.private_work},
-                  {"pool_objects", o.pool_objects}, {"objects_per_slab", o.objects_per_slab}};
-  j["points"] = nlohmann::json::array();
+  nlohmann::json j = report_json(o);
+  j["options"]["pool_objects"] = o.pool_objects;
+  j["options"]["objects_per_slab"] = o.objects_per_slab;
   for (const auto& p : report.points) j["points"].push_back(point_json(p));
   return j;
 }

@@ -1,14 +1,11 @@
 // iommu_lock_lab.cpp - the read-mostly mapping-table lab (see iommu_lock_lab.h).
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
-#include <sys/mman.h>
 #include <time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <ostream>
-#include <random>
-#include <stdexcept>
 #include <thread>
 #include <tuple>
 
@@ -25,101 +22,7 @@ namespace uvhost::bench::lab {
 
 using sync::GuardPolicy;
 
-// ---- IommuTable ------------------------------------------------------------------
-
-std::vector<IommuTable::Layout> IommuTable::vm_layout() {
-  constexpr uint64_t kMiB = uint64_t{1} << 20;
-  constexpr uint64_t kGiB = uint64_t{1} << 30;
-  // What QEMU (q35, 4 GiB of RAM, one 512 MiB DIMM) hands a vhost-user backend: RAM
-  // below the VGA hole, RAM from 768 KiB to the 2 GiB PCI hole, the rest above 4 GiB,
-  // and a hot-plugged DIMM after it.
-  return {{0, 640 * 1024},
-          {0xc0000, 2 * kGiB - 0xc0000},
-          {4 * kGiB, 2 * kGiB},
-          {8 * kGiB, 512 * kMiB}};
-}
-
-IommuTable::IommuTable(std::vector<Layout> layout) : layout_(std::move(layout)) {
-  if (layout_.empty()) throw std::invalid_argument("iommu table: no regions");
-  std::sort(layout_.begin(), layout_.end(),
-            [](const Layout& a, const Layout& b) { return a.guest_phys_addr < b.guest_phys_addr; });
-  for (const Layout& r : layout_) {
-    if (r.size < kPage || r.guest_phys_addr + r.size > kFrontendStride) {
-      throw std::invalid_argument("iommu table: region smaller than a page or above the frontend stride");
-    }
-    // Address space only: PROT_NONE and MAP_NORESERVE, never touched (translation
-    // computes pointers and reads no guest memory).
-    void* p = ::mmap(nullptr, r.size + kShifts * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
-    if (p == MAP_FAILED) {
-      release();  // the destructor does not run for a constructor that throws
-      throw std::runtime_error("iommu table: cannot reserve host address space");
-    }
-    reservations_.push_back(static_cast<std::byte*>(p));
-  }
-}
-
-IommuTable::~IommuTable() { release(); }
-
-void IommuTable::release() noexcept {
-  for (std::size_t i = 0; i < reservations_.size(); ++i) {
-    ::munmap(reservations_[i], layout_[i].size + kShifts * kPage);
-  }
-  reservations_.clear();
-}
-
-std::unique_ptr<virtio::GuestMemoryMap> IommuTable::build_versions(uint64_t first_region_version,
-                                                                   uint64_t version) const {
-  std::vector<std::unique_ptr<virtio::MemoryRegion>> regions;
-  regions.reserve(layout_.size());
-  for (std::size_t i = 0; i < layout_.size(); ++i) {
-    const uint64_t v = i == 0 ? first_region_version : version;
-    const Layout& r = layout_[i];
-    regions.push_back(virtio::MemoryRegion::borrow(r.guest_phys_addr,
-                                                   kFrontendBase + v * kFrontendStride + r.guest_phys_addr,
-                                                   {host_base(i, v), static_cast<std::size_t>(r.size)}));
-  }
-  auto map = virtio::GuestMemoryMap::create(std::move(regions));
-  if (!map) throw std::runtime_error("iommu table: map refused");
-  return map;
-}
-
-std::unique_ptr<virtio::GuestMemoryMap> IommuTable::build(uint64_t version) const {
-  return build_versions(version, version);
-}
-
-std::unique_ptr<virtio::GuestMemoryMap> IommuTable::build_mixed(uint64_t a, uint64_t b) const {
-  return build_versions(a, b);
-}
-
-std::vector<IommuTable::Access> IommuTable::make_accesses(std::size_t count, uint64_t seed) const {
-  // Buffer lengths of a virtio-net datapath: small packets, headers, full frames, pages.
-  static constexpr uint32_t kLengths[] = {64, 256, 1514, 4096};
-  static constexpr double kLengthWeights[] = {0.3, 0.2, 0.4, 0.1};
-  std::mt19937_64 rng(seed);
-  std::discrete_distribution<int> length_pick(std::begin(kLengthWeights), std::end(kLengthWeights));
-  uint64_t total = 0;
-  for (const Layout& r : layout_) total += r.size;
-  std::uniform_int_distribution<uint64_t> byte_pick(0, total - 1);
-  std::vector<Access> accesses;
-  accesses.reserve(count);
-  for (std::size_t n = 0; n < count; ++n) {
-    // A uniformly chosen byte of guest RAM picks the region (so in proportion to size).
-    uint64_t at = byte_pick(rng);
-    uint32_t region = 0;
-    while (at >= layout_[region].size) at -= layout_[region++].size;
-    const uint32_t len = kLengths[length_pick(rng)];
-    const uint64_t size = layout_[region].size;
-    uint64_t offset = at & ~uint64_t{63};
-    if (offset + len > size) offset = (size - len) & ~uint64_t{63};
-    accesses.push_back({layout_[region].guest_phys_addr + offset, len, region});
-  }
-  return accesses;
-}
-
 // ---- One run -----------------------------------------------------------------------
-
-std::string_view to_string(IommuMix mix) noexcept { return mix == IommuMix::kMixed ? "mix" : "read-only"; }
 
 namespace {
 
@@ -244,23 +147,19 @@ std::string mix_label(const IommuLockLabConfig& config, IommuMix mix) {
 }  // namespace
 
 void validate(const IommuLockLabConfig& config) {
-  if (config.threads.empty()) throw std::invalid_argument("no thread counts");
-  for (int t : config.threads) {
-    if (t < 1 || t > 1024) throw std::invalid_argument(fmt::format("thread count {} not in [1, 1024]", t));
-  }
-  if (config.policies.empty()) throw std::invalid_argument("no policies");
-  if (config.mixes.empty()) throw std::invalid_argument("no mixes");
-  if (config.runs < 1) throw std::invalid_argument("runs must be >= 1");
-  if (config.duration_ms < 1) throw std::invalid_argument("duration must be >= 1 ms");
-  if (config.reads_per_update < 1) throw std::invalid_argument("reads per update must be >= 1");
-  if (config.sample_every < 1) throw std::invalid_argument("sample interval must be >= 1");
+  require_counts(config.threads, 1, 1024, "thread");
+  require(!config.policies.empty(), "no policies");
+  require(!config.mixes.empty(), "no mixes");
+  require(config.runs >= 1, "runs must be >= 1");
+  require(config.duration_ms >= 1, "duration must be >= 1 ms");
+  require(config.reads_per_update >= 1, "reads per update must be >= 1");
+  require(config.sample_every >= 1, "sample interval must be >= 1");
 }
 
 const IommuLockLabCell* IommuLockLabResult::find(int threads, IommuMix mix, GuardPolicy policy) const noexcept {
-  for (const auto& cell : cells) {
-    if (cell.threads == threads && cell.mix == mix && cell.policy == policy) return &cell;
-  }
-  return nullptr;
+  return find_cell(cells, [&](const IommuLockLabCell& c) {
+    return c.threads == threads && c.mix == mix && c.policy == policy;
+  });
 }
 
 uint64_t IommuLockLabResult::total_mismatches() const noexcept {
@@ -376,107 +275,73 @@ IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell
   return v;
 }
 
-namespace {
-
-// Each policy but the mutex against the mutex, for one mix: the ratio of wall ns per
-// translation with its CI and verdict, and the writer's updates/s for the mix.
-void print_verdict_table(const IommuLockLabResult& result, IommuMix mix, std::ostream& out) {
-  const IommuLockLabConfig& config = result.config;
-  const bool mixed = mix == IommuMix::kMixed;
-  out << fmt::format(
-      "mix {} vs mutex: ratio of means ±95% CI and verdict - better/worse: the CI excludes 1 "
-      "(ns per translation: lower is better{}), noise: it contains 1\n",
-      mix_label(config, mix), mixed ? "; updates/s: higher is better" : "");
-  std::vector<std::string> headers{"threads", "policy", "ns/translation ×mutex", "ns verdict"};
-  if (mixed) {
-    headers.push_back("updates/s ×mutex");
-    headers.push_back("updates verdict");
-  }
-  TextTable table(headers);
-  bool any = false;
-  for (int t : config.threads) {
-    const IommuLockLabCell* base = result.find(t, mix, GuardPolicy::kMutex);
-    if (base == nullptr) continue;
-    for (GuardPolicy policy : config.policies) {
-      if (policy == GuardPolicy::kMutex) continue;
-      const IommuVsMutex v = iommu_vs_mutex(*result.find(t, mix, policy), *base);
-      std::vector<std::string> row{std::to_string(t), std::string(sync::to_string(policy)),
-                                   ratio_text(v.wall_ns), std::string(to_string(v.wall_ns.verdict))};
-      if (mixed) {
-        row.push_back(ratio_text(v.updates_per_s));
-        row.push_back(std::string(to_string(v.updates_per_s.verdict)));
-      }
-      table.add_row(std::move(row));
-      any = true;
-    }
-  }
-  if (any) {
-    table.print(out);
-  } else {
-    out << "(no verdicts: the mutex baseline is not among the policies)\n";
-  }
-  out << "\n";
-}
-
-}  // namespace
-
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
   const IommuLockLabConfig& config = result.config;
-  // vfio's table shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
-  // workload (here: reader threads), the cost of the lock per lookup, relative to B.
+  const std::vector<std::string> policies = names(config.policies, sync::to_string);
+  std::vector<std::string> headers{"policy"};
+  for (int t : config.threads) headers.push_back(count_label(t, "thread"));
   for (IommuMix mix : config.mixes) {
+    const bool mixed = mix == IommuMix::kMixed;
+    // vfio's table shape: one row per lock (B = mutex, B+S = rwsem, ...), one column per
+    // workload (here: reader threads), the cost of the lock per lookup, relative to B.
     out << fmt::format("mix {}: wall ns per translation (mean ±95% CI), (× ratio vs mutex ±CI)\n",
                        mix_label(config, mix));
-    std::vector<std::string> headers{"policy"};
-    for (int t : config.threads) headers.push_back(count_label(t, "thread"));
-    TextTable seed_table(headers);
-    for (GuardPolicy policy : config.policies) {
-      std::vector<std::string> row{std::string(sync::to_string(policy))};
-      for (int t : config.threads) {
-        const IommuLockLabCell* cell = result.find(t, mix, policy);
-        const IommuLockLabCell* base = result.find(t, mix, GuardPolicy::kMutex);
-        std::string text = with_ci(cell->wall_ns_per_translation.mean, cell->wall_ns_per_translation.ci95_half);
-        if (base != nullptr && policy != GuardPolicy::kMutex) {
-          Ratio r = ratio_of_means(cell->wall_ns_per_translation, base->wall_ns_per_translation);
-          text += fmt::format(" (×{} ±{})", significant(r.value, 3), significant(r.ci95_half, 2));
-        }
-        row.push_back(std::move(text));
-      }
-      seed_table.add_row(std::move(row));
+    baseline_matrix<IommuLockLabCell>(
+        headers, policies, &IommuLockLabCell::wall_ns_per_translation,
+        [&](std::size_t p, std::size_t t) { return result.find(config.threads[t], mix, config.policies[p]); },
+        [&](std::size_t, std::size_t t) { return result.find(config.threads[t], mix, GuardPolicy::kMutex); })
+        .print(out);
+    // Each policy but the mutex against the mutex: ns per translation and, for the mix,
+    // the writer's updates/s.
+    out << fmt::format("\nmix {} vs mutex: ratio of means ±95% CI and verdict - better/worse: the CI excludes 1 "
+                       "(ns per translation: lower is better{}), noise: it contains 1\n",
+                       mix_label(config, mix), mixed ? "; updates/s: higher is better" : "");
+    std::vector<VerdictColumn<IommuLockLabCell>> columns{{"ns/translation ×mutex", "ns verdict",
+                                                          &IommuLockLabCell::wall_ns_per_translation,
+                                                          Direction::kLowerIsBetter}};
+    if (mixed)
+      columns.push_back({"updates/s ×mutex", "updates verdict", &IommuLockLabCell::updates_per_s,
+                         Direction::kHigherIsBetter});
+    std::vector<std::string> verdict_headers{"threads", "policy"};
+    add_verdict_headers(verdict_headers, columns);
+    TextTable verdicts(verdict_headers);
+    bool any = false;
+    for (const IommuLockLabCell& cell : result.cells) {
+      const IommuLockLabCell* base = result.find(cell.threads, mix, GuardPolicy::kMutex);
+      if (cell.mix != mix || base == nullptr || base == &cell) continue;
+      std::vector<std::string> row{std::to_string(cell.threads), std::string(sync::to_string(cell.policy))};
+      add_verdict_cells(row, cell, *base, columns);
+      verdicts.add_row(std::move(row));
+      any = true;
     }
-    seed_table.print(out);
+    if (any) {
+      verdicts.print(out);
+    } else {
+      out << "(no verdicts: the mutex baseline is not among the policies)\n";
+    }
     out << "\n";
-    print_verdict_table(result, mix, out);
   }
 
   TextTable detail({"threads", "mix", "policy", "translations/s", "vs mutex", "wall ns", "CPU ns", "CPU vs mutex",
                     "p99.9 ns", "max ns", "updates/s", "reads/update", "writer %", "bad"});
-  for (int t : config.threads) {
-    for (IommuMix mix : config.mixes) {
-      const IommuLockLabCell* base = result.find(t, mix, GuardPolicy::kMutex);
-      for (GuardPolicy policy : config.policies) {
-        const IommuLockLabCell* c = result.find(t, mix, policy);
-        auto ratio_text = [&](const Summary& a, const Summary& b) {
-          if (base == nullptr) return std::string("-");
-          Ratio r = ratio_of_means(a, b);
-          return with_ci(r.value, r.ci95_half);
-        };
-        const bool mixed = mix == IommuMix::kMixed;
-        detail.add_row({std::to_string(t), mix_label(config, mix), std::string(sync::to_string(policy)),
-                        si_with_ci(c->translations_per_s),
-                        base ? ratio_text(c->translations_per_s, base->translations_per_s) : "-",
-                        with_ci(c->wall_ns_per_translation.mean, c->wall_ns_per_translation.ci95_half),
-                        with_ci(c->cpu_ns_per_translation.mean, c->cpu_ns_per_translation.ci95_half),
-                        base ? ratio_text(c->cpu_ns_per_translation, base->cpu_ns_per_translation) : "-",
-                        with_ci(c->p999_ns.mean, c->p999_ns.ci95_half), si_with_ci(c->max_ns),
-                        mixed ? si_with_ci(c->updates_per_s) : "-",
-                        mixed ? with_ci(c->translations_per_update.mean, c->translations_per_update.ci95_half) : "-",
-                        mixed ? with_ci(c->writer_cpu_pct.mean, c->writer_cpu_pct.ci95_half) : "-",
-                        std::to_string(c->mismatches)});
-      }
-    }
-    detail.add_separator();
+  for (std::size_t i = 0; i < result.cells.size(); ++i) {
+    const IommuLockLabCell& c = result.cells[i];
+    if (i > 0 && c.threads != result.cells[i - 1].threads) detail.add_separator();
+    const IommuLockLabCell* base = result.find(c.threads, c.mix, GuardPolicy::kMutex);
+    auto vs_mutex = [&](Summary IommuLockLabCell::*figure) {
+      if (base == nullptr) return std::string("-");
+      const Ratio r = ratio_of_means(c.*figure, base->*figure);
+      return with_ci(r.value, r.ci95_half);
+    };
+    auto if_mixed = [&](std::string text) { return c.mix == IommuMix::kMixed ? text : "-"; };
+    detail.add_row({std::to_string(c.threads), mix_label(config, c.mix), std::string(sync::to_string(c.policy)),
+                    si_with_ci(c.translations_per_s), vs_mutex(&IommuLockLabCell::translations_per_s),
+                    ci_text(c.wall_ns_per_translation), ci_text(c.cpu_ns_per_translation),
+                    vs_mutex(&IommuLockLabCell::cpu_ns_per_translation), ci_text(c.p999_ns), si_with_ci(c.max_ns),
+                    if_mixed(si_with_ci(c.updates_per_s)), if_mixed(ci_text(c.translations_per_update)),
+                    if_mixed(ci_text(c.writer_cpu_pct)), std::to_string(c.mismatches)});
   }
+  if (!result.cells.empty()) detail.add_separator();
   detail.print(out);
 }
 

@@ -14,6 +14,24 @@ namespace uvhost::bench::lab {
 
 std::string ci_text(const Summary& s) { return with_ci(s.mean, s.ci95_half); }
 
+std::string ci_with_ratio_text(const Summary& value, const Summary* base) {
+  std::string text = ci_text(value);
+  if (base == nullptr) return text;
+  const Ratio r = ratio_of_means(value, *base);
+  return text + fmt::format(" (×{} ±{})", significant(r.value, 3), significant(r.ci95_half, 2));
+}
+
+std::vector<std::string> baseline_cells(const BaselineRatio& r, bool is_baseline) {
+  if (is_baseline) return {"baseline", "-"};
+  return {ratio_text(r), std::string(to_string(r.verdict))};
+}
+
+void require_counts(const std::vector<int>& counts, int low, int high, const char* noun) {
+  require(!counts.empty(), fmt::format("no {} counts", noun));
+  for (int n : counts)
+    require(n >= low && n <= high, fmt::format("{} count {} not in [{}, {}]", noun, n, low, high));
+}
+
 std::string count_label(int count, const char* noun) {
   return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
 }

@@ -24,7 +24,7 @@
 //
 // SectionLockOf<L> adapts two kinds of lock (chosen at compile time):
 //  - anything with run(fn): sync::DelegationLock itself, and the labs' runners
-//    (bench/lab/lock_runners.h), so a structure measured in the lab uses exactly the
+//    (experiments/lock_runners.h), so a structure measured in the lab uses exactly the
 //    lock the lab names;
 //  - any Lockable (lock() / unlock()): sync's baseline locks, QSpinLock, std::mutex.
 //

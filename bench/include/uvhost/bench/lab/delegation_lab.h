@@ -1,6 +1,6 @@
 // delegation_lab.h - a delegation lock (the holder runs the waiters' critical
 // sections, flat-combining / ffwd style) against spinlocks and mutexes on SLAB's
-// refill/flush critical sections (slab_pool.h).
+// refill/flush critical sections (experiments/slab_pool.h).
 //
 // N threads each alternate a refill (take `batch` objects from the shared pool) and a
 // flush (give `batch` back) under one lock, with private work in between; each lock
@@ -19,10 +19,13 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 
@@ -73,15 +76,68 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 //  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
 //  - point_charts(): the panels of delegation_charts() for any list of points.
 // record_run(): one run's figures from its raw counts (critical sections, the slowest
-// thread's, CPU and wall time); summarize_point(): every figure's Summary.
+// thread's, CPU and wall time); summarize_point(): every figure's Summary;
+// private_work(): the work between sections.
+// Private work between critical sections: mixing the compiler cannot drop; with
+// `objects`, touching the objects the thread holds, as a caller of kmem_cache_alloc
+// would, so their cache lines move to this core.
+inline uint64_t private_work(std::span<const uint32_t> objects, std::size_t iterations, uint64_t seed) {
+  uint64_t h = seed;
+  for (std::size_t i = 0; i < iterations; ++i) {
+    h ^= objects.empty() ? i : objects[i % objects.size()];
+    h *= 0x100000001b3ULL;  // FNV-style mixing
+  }
+  return h;
+}
 void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns);
 void summarize_point(DelegationPoint& p);
 void set_vs_mutex(const std::vector<DelegationPoint*>& points);
 std::vector<std::string> point_headers();
 std::vector<std::string> point_cells(const DelegationPoint& p);
 std::string verdict_note();  // one line: what the verdict column says
+// {"experiment", "seed", "options": the options both labs share, "points": []}.
+nlohmann::json report_json(const DelegationLabOptions& options);
+
+// The points as a table (cells(point) per row, a separator between thread counts),
+// then verdict_note(). base(point) is the point's DelegationPoint.
+template <class Point, class Base, class Cells>
+void print_points(std::ostream& out, std::vector<std::string> headers, const std::vector<Point>& points,
+                  Base&& base, Cells&& cells) {
+  TextTable table(std::move(headers));
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (i > 0 && base(points[i]).threads != base(points[i - 1]).threads) table.add_separator();
+    table.add_row(cells(points[i]));
+  }
+  table.print(out);
+  out << verdict_note() << "\n";
+}
 nlohmann::json point_json(const DelegationPoint& p);
 std::vector<BarChart> point_charts(const std::string& structure,
                                    const std::vector<const DelegationPoint*>& points);
+
+// Throws std::runtime_error for runs, duration, batch or a thread count below 1, or no
+// thread counts.
+void check_common(const DelegationLabOptions& options);
+
+// The protocol of both labs (lab_engine.h run_sweep, a point per lock): each point
+// measured by measure(point, lock index, thread count, run), then summarized, held
+// against std::mutex at its thread count, and finish(points) for what the lab adds.
+// base(point) is the point's DelegationPoint.
+template <class Point, class Base, class Measure, class Finish>
+std::vector<Point> run_points(const std::vector<int>& threads, const std::vector<std::string>& locks, int runs,
+                              Base&& base, Measure&& measure, Finish&& finish) {
+  return run_sweep<Point>(
+      threads, locks.size(), runs,
+      [&](Point& p, std::size_t i, int thread_count) {
+        std::tie(base(p).lock, base(p).threads) = std::tuple(locks[i], thread_count);
+      },
+      measure, [&](std::vector<Point>& points) {
+        std::vector<DelegationPoint*> bases;
+        for (Point& p : points) bases.push_back(&base(p));
+        for (DelegationPoint* p : bases) summarize_point(*p);
+        set_vs_mutex(bases);
+        finish(points);
+      });
+}
 
 }  // namespace uvhost::bench::lab

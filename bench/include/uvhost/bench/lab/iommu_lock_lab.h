@@ -23,110 +23,32 @@
 // registration).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <iterator>
 #include <iosfwd>
-#include <memory>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
+#include "uvhost/experiments/iommu_table.h"
 #include "uvhost/sync/read_mostly.h"
-#include "uvhost/virtio/guest_memory.h"
 
 namespace uvhost::bench::lab {
 
-// ---- The table ---------------------------------------------------------------------
-
-// A guest memory table shaped like a VM's (QEMU q35, 4 GiB + a DIMM), whose maps can
-// be rebuilt in any number of versions that each translate to different host
-// addresses, so a reader can tell which version it translated through.
-//
-//  - Host memory: each region is backed by an address-space reservation (PROT_NONE,
-//    MAP_NORESERVE: nothing is ever touched, translation only computes pointers) a
-//    little larger than the region; version v places the region at a host shift of
-//    (v % kShifts) pages inside it.
-//  - Version v also sets every region's frontend address to
-//    kFrontendBase + v * kFrontendStride + guest address.
-//  - check(): one translation, verified against the version read from region 0's
-//    frontend address: the host pointer must be the one version v gives. A map that
-//    mixed two versions (a torn read) or a freed map fails the check.
-//  - Thread safety: build() and the const functions may run concurrently.
-class IommuTable {
- public:
-  struct Layout {
-    uint64_t guest_phys_addr;
-    uint64_t size;
-  };
-  // One access of a descriptor's buffer: inside region `region`.
-  struct Access {
-    uint64_t guest_addr;
-    uint32_t len;
-    uint32_t region;
-  };
-
-  static constexpr uint64_t kPage = 4096;
-  static constexpr uint64_t kShifts = 64;
-  static constexpr uint64_t kFrontendBase = uint64_t{0x7f00} << 32;
-  static constexpr uint64_t kFrontendStride = uint64_t{1} << 36;  // > any guest address here
-
-  // The default: 640 KiB low RAM, RAM up to 2 GiB, 2 GiB above 4 GiB, a 512 MiB DIMM.
-  static std::vector<Layout> vm_layout();
-
-  // Reserves host address space for every region. Throws std::runtime_error if mmap
-  // fails, std::invalid_argument for an empty layout.
-  explicit IommuTable(std::vector<Layout> layout = vm_layout());
-  ~IommuTable();
-  IommuTable(const IommuTable&) = delete;
-  IommuTable& operator=(const IommuTable&) = delete;
-
-  // The map of version `version` (regions borrowed from the reservations).
-  std::unique_ptr<virtio::GuestMemoryMap> build(uint64_t version) const;
-  // A deliberately inconsistent map: region 0 (where check() reads the version) of
-  // version `a`, every other region of version `b`. For testing check() itself.
-  std::unique_ptr<virtio::GuestMemoryMap> build_mixed(uint64_t a, uint64_t b) const;
-
-  // `count` accesses spread over the regions in proportion to their size, at 64-byte
-  // aligned offsets, lengths 64, 256, 1514 or 4096 bytes, never crossing a region.
-  std::vector<Access> make_accesses(std::size_t count, uint64_t seed) const;
-
-  // Translates `access` through `map` into `scratch` (cleared first) and verifies the
-  // host pointer. Call it inside the read section that produced `map`.
-  bool check(const virtio::GuestMemoryMap& map, const Access& access, virtio::IoVector& scratch) const {
-    scratch.clear();
-    if (map.translate(access.guest_addr, access.len, scratch) != virtio::TranslateStatus::kOk) return false;
-    if (scratch.size() != 1 || scratch[0].len != access.len) return false;
-    const uint64_t version = (map.region(0).frontend_addr() - kFrontendBase) / kFrontendStride;
-    const Layout& r = layout_[access.region];
-    const std::byte* expected = host_base(access.region, version) + (access.guest_addr - r.guest_phys_addr);
-    return scratch[0].data == expected;
-  }
-
-  const std::vector<Layout>& layout() const noexcept { return layout_; }
-
- private:
-  std::byte* host_base(std::size_t region, uint64_t version) const noexcept {
-    return reservations_[region] + (version % kShifts) * kPage;
-  }
-  std::unique_ptr<virtio::GuestMemoryMap> build_versions(uint64_t first_region_version, uint64_t version) const;
-  void release() noexcept;  // unmaps the reservations
-
-  std::vector<Layout> layout_;          // sorted by guest address (region 0 is the lowest)
-  std::vector<std::byte*> reservations_;  // one per region, size + kShifts pages
-};
-
-// ---- The experiment ----------------------------------------------------------------
+using experiments::IommuTable;
 
 enum class IommuMix { kMixed, kReadOnly };
 // "mix" or "read-only" (tables print the mix as "372:1").
-std::string_view to_string(IommuMix mix) noexcept;
+inline constexpr auto kIommuMixNames =
+    base::name_table<IommuMix>({{IommuMix::kMixed, "mix"}, {IommuMix::kReadOnly, "read-only"}});
+constexpr std::string_view to_string(IommuMix mix) noexcept { return base::name_of(kIommuMixNames, mix); }
 
 struct IommuLockLabConfig {
   std::vector<int> threads{1, 2, 4, 8, 16};

@@ -9,11 +9,17 @@
 //  - run_cells(): a group of cells (one sweep point, every variant) `runs` times,
 //    interleaved (a b c a b c) or rotated each run (a b c, b c a, ...) so drift on a
 //    shared machine hits every variant alike; each sample kept, every field summarized;
+//    run_sweep(): the same rotation for labs that keep cells of their own;
 //  - ci_text() / ci_cells(): figures as "mean ±CI" table cells;
 //  - grouped_charts(): one bar chart per figure, a group per sweep point, a bar per
 //    variant with its 95% CI (gnuplot.h);
 //  - cells_json(): every cell's summaries and samples, plus what the lab adds;
 //  - count_label(): "1 thread", "8 queues";
+//  - variants against the baseline, one way for every lab: baseline_matrix() (one
+//    figure, a row per variant, a column per sweep point, "mean ±CI (×ratio ±CI)"),
+//    add_verdict_cells() (per figure the ratio to the baseline and its verdict) and
+//    baseline_cells() ("baseline" / "-" for the baseline itself);
+//  - find_cell(), require(), require_counts(): a lab's lookups and checks;
 //  - run_threads_for(): the measured window of a run: threads started together, told
 //    to stop after the duration, timed until the last one has finished;
 //  - burn() / burn_iterations_per_ns(): a calibrated amount of CPU work (a handler's
@@ -25,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +42,7 @@
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
+#include "uvhost/bench/table.h"
 
 namespace uvhost::bench::lab {
 
@@ -59,6 +67,24 @@ void run_cells(std::vector<Cell>& cells, std::size_t first, int runs, bool rotat
   for (std::size_t k = first; k < cells.size(); ++k) summarize_fields(cells[k], fields);
 }
 
+// A sweep whose labs keep a cell per (sweep point, variant) of their own type: per
+// sweep point, `variants` cells made by init(cell, variant, point), `runs` runs of each
+// interleaved with the order rotated, measure(cell, variant, point, run) for one run,
+// then finish(cells) on that point's cells. Returns every cell, sweep-point-major.
+template <class Cell, class Point, class Init, class Measure, class Finish>
+std::vector<Cell> run_sweep(const std::vector<Point>& points, std::size_t variants, int runs, Init&& init,
+                            Measure&& measure, Finish&& finish) {
+  std::vector<Cell> all;
+  for (const Point& point : points) {
+    std::vector<Cell> cells(variants);
+    for (std::size_t k = 0; k < variants; ++k) init(cells[k], k, point);
+    interleave(variants, runs, true, [&](int run, std::size_t k) { measure(cells[k], k, point, run); });
+    finish(cells);
+    all.insert(all.end(), cells.begin(), cells.end());
+  }
+  return all;
+}
+
 // "12.3 ±0.45": the mean and the CI half-width (also for a single run).
 std::string ci_text(const Summary& s);
 
@@ -71,6 +97,85 @@ std::vector<std::string> ci_cells(const Cell& cell, std::initializer_list<Summar
 
 // "1 thread", "8 threads".
 std::string count_label(int count, const char* noun);
+
+// ---- Variants against the baseline -------------------------------------------------
+
+// "12.3 ±0.45 (×0.850 ±0.041)": a figure and, when `base` is given, its ratio of means
+// to the baseline's with the CI (ratio_of_means, 3 and 2 significant digits).
+std::string ci_with_ratio_text(const Summary& value, const Summary* base);
+
+// One figure against the baseline in the upstream lock comparisons' shape (vfio's: a
+// row per lock, a column per workload): headers[0] heads the row names, headers[1..]
+// the columns; cell_at(row, column) gives a cell, base_at(row, column) its baseline
+// (nullptr: none; the baseline's own cell shows no ratio).
+template <class Cell, class CellAt, class BaseAt>
+TextTable baseline_matrix(std::vector<std::string> headers, const std::vector<std::string>& rows,
+                          Summary Cell::*figure, CellAt&& cell_at, BaseAt&& base_at) {
+  const std::size_t columns = headers.size() - 1;
+  TextTable table(std::move(headers));
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    std::vector<std::string> row{rows[r]};
+    for (std::size_t c = 0; c < columns; ++c) {
+      const Cell* cell = cell_at(r, c);
+      const Cell* base = base_at(r, c);
+      const bool with_ratio = base != nullptr && base != cell;
+      row.push_back(ci_with_ratio_text(cell->*figure, with_ratio ? &(base->*figure) : nullptr));
+    }
+    table.add_row(std::move(row));
+  }
+  return table;
+}
+
+// A figure held against the baseline: its column headers, where it sits, which way is better.
+template <class Cell>
+struct VerdictColumn {
+  std::string ratio_header;
+  std::string verdict_header;
+  Summary Cell::*figure;
+  Direction direction;
+};
+
+// Per column: "ratio_header", "verdict_header".
+template <class Cell>
+void add_verdict_headers(std::vector<std::string>& headers, const std::vector<VerdictColumn<Cell>>& columns) {
+  for (const auto& c : columns) {
+    headers.push_back(c.ratio_header);
+    headers.push_back(c.verdict_header);
+  }
+}
+
+// Per column: ratio_text() of `cell` against `base` and the verdict.
+template <class Cell>
+void add_verdict_cells(std::vector<std::string>& row, const Cell& cell, const Cell& base,
+                       const std::vector<VerdictColumn<Cell>>& columns) {
+  for (const auto& c : columns) {
+    const BaselineRatio r = ratio_vs_baseline(cell.*c.figure, base.*c.figure, c.direction);
+    row.push_back(ratio_text(r));
+    row.emplace_back(to_string(r.verdict));
+  }
+}
+
+// A row's "vs baseline" and "verdict" cells: "baseline" and "-" for the baseline itself.
+std::vector<std::string> baseline_cells(const BaselineRatio& r, bool is_baseline);
+
+// ---- Lookups and checks ---------------------------------------------------------
+
+// The first cell `matches`, or nullptr.
+template <class Cell, class Matches>
+const Cell* find_cell(const std::vector<Cell>& cells, Matches&& matches) noexcept {
+  for (const Cell& cell : cells)
+    if (matches(cell)) return &cell;
+  return nullptr;
+}
+
+// Throws Error(what) unless `ok`.
+template <class Error = std::invalid_argument>
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error(what);
+}
+
+// Every count in [low, high], and at least one: "no thread counts", "thread count 0 not in [1, 1024]".
+void require_counts(const std::vector<int>& counts, int low, int high, const char* noun);
 
 template <class Cell>
 struct ChartFigure {

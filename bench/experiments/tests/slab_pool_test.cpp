@@ -1,13 +1,13 @@
 // Tests for the delegation lab's critical section and its invariant check: the
 // check must catch the damage an overlapping pair of critical sections does.
-#include "uvhost/bench/lab/slab_pool.h"
+#include "uvhost/experiments/slab_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace uvhost::bench::lab {
+namespace uvhost::experiments {
 namespace {
 
 TEST(SlabPool, RefillAndFlushKeepInvariants) {
@@ -52,4 +52,4 @@ TEST(SlabPool, DetectsLostObject) {
 }
 
 }  // namespace
-}  // namespace uvhost::bench::lab
+}  // namespace uvhost::experiments

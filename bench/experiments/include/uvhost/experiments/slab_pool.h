@@ -1,4 +1,4 @@
-// slab_pool.h - the critical section of the delegation lab (delegation_lab.h).
+// slab_pool.h - the critical section of the delegation lab (bench/lab/delegation_lab.h).
 //
 // The delegation lock was first measured on SLAB's two list_lock sections:
 // cache_alloc_refill (move a batch of free objects from the node's shared pool
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace uvhost::bench::lab {
+namespace uvhost::experiments {
 
 class SharedPool {
  public:
@@ -44,4 +44,4 @@ class SharedPool {
   std::vector<uint32_t> slab_inuse_;  // slab -> objects taken out of the pool
 };
 
-}  // namespace uvhost::bench::lab
+}  // namespace uvhost::experiments

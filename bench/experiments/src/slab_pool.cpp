@@ -1,10 +1,10 @@
 // slab_pool.cpp - SLAB-like refill/flush critical sections for the delegation lab.
-#include "uvhost/bench/lab/slab_pool.h"
+#include "uvhost/experiments/slab_pool.h"
 
 #include <algorithm>
 #include <fmt/format.h>
 
-namespace uvhost::bench::lab {
+namespace uvhost::experiments {
 
 SharedPool::SharedPool(std::size_t objects, std::size_t objects_per_slab) {
   const std::size_t per_slab = std::max<std::size_t>(objects_per_slab, 1);
@@ -73,4 +73,4 @@ bool SharedPool::check_invariants(const std::vector<uint32_t>& held, std::string
   return true;
 }
 
-}  // namespace uvhost::bench::lab
+}  // namespace uvhost::experiments

@@ -1,0 +1,90 @@
+// lock_runners.h - every lock the labs compare, behind one call: run(fn).
+//
+// A runner executes fn under mutual exclusion. For an ordinary lock that is
+// lock(); fn(); unlock(); for the delegation lock it is lock.run(fn), where the
+// current combiner thread may execute fn on the caller's behalf. Runners are
+// template parameters of the lab loops (no virtual call on the measured path);
+// kName is what the tables print.
+//
+// kAsyncFlush marks the asynchronous delegation variant: the lab submits each
+// flush with DelegationLock::submit() and keeps working (at most one flush in
+// flight per thread), which no lock()/unlock() interface can express.
+//
+// for_each_runner() visits the runners in table order; section_lock_set() gives each
+// synchronous one as a SectionLock, by name, for the structures that take their lock
+// at construction.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "uvhost/experiments/section_lock.h"
+#include "uvhost/sync/baseline_locks.h"
+#include "uvhost/sync/delegation_lock.h"
+#include "uvhost/sync/qspinlock.h"
+
+namespace uvhost::experiments {
+
+template <class Lock>
+struct LockableRunner {
+  static constexpr const char* kName = Lock::kName;
+  static constexpr bool kAsyncFlush = false;
+  Lock lock;
+  template <class F>
+  void run(F&& fn) {
+    lock.lock();
+    fn();
+    lock.unlock();
+  }
+};
+
+struct DelegationRunner {
+  static constexpr const char* kName = "delegation";
+  static constexpr bool kAsyncFlush = false;
+  sync::DelegationLock lock;
+  template <class F>
+  void run(F&& fn) {
+    lock.run(fn);
+  }
+};
+
+// The same lock; the lab submits flushes asynchronously (see above).
+struct DelegationAsyncRunner : DelegationRunner {
+  static constexpr const char* kName = "delegation-async";
+  static constexpr bool kAsyncFlush = true;
+};
+
+// Calls visit.template operator()<Runner>() for every runner the labs compare, in
+// table order: the baseline first, then ours, then the other spinlocks.
+template <class Visit>
+void for_each_runner(Visit&& visit) {
+  [&]<class... Runners>() {
+    (visit.template operator()<Runners>(), ...);
+  }.template operator()<LockableRunner<sync::StdMutexLock>, DelegationRunner, DelegationAsyncRunner,
+                        LockableRunner<sync::QSpinLock>, LockableRunner<sync::PthreadSpinLock>,
+                        LockableRunner<sync::CkTicketLock>, LockableRunner<sync::CkMcsLock>,
+                        LockableRunner<sync::CkClhLock>>();
+}
+
+// A runner as a SectionLock (section_lock.h), made on demand.
+struct NamedSectionLock {
+  const char* name;
+  std::unique_ptr<SectionLock> (*make)();
+};
+
+// Every runner as a SectionLock, in table order, less the asynchronous variant
+// (SectionLock::run() is synchronous).
+inline const std::vector<NamedSectionLock>& section_lock_set() {
+  static const std::vector<NamedSectionLock> locks = [] {
+    std::vector<NamedSectionLock> out;
+    for_each_runner([&]<class Runner>() {
+      if constexpr (!Runner::kAsyncFlush)
+        out.push_back({Runner::kName, [] { return make_section_lock<Runner>(); }});
+    });
+    return out;
+  }();
+  return locks;
+}
+
+}  // namespace uvhost::experiments
