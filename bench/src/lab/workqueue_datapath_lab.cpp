@@ -19,7 +19,7 @@ namespace uvhost::bench::lab {
 
 using sync::EnqueueStrategy;
 
-std::string_view to_string(KickPath path) noexcept { return path == KickPath::kEventfd ? "eventfd" : "inject"; }
+std::string_view to_string(KickPath path) noexcept { return base::name_of(kKickPathNames, path); }
 
 namespace {
 

@@ -32,6 +32,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
 #include "uvhost/bench/stats.h"
@@ -40,7 +41,9 @@
 namespace uvhost::bench::lab {
 
 enum class KickPath { kEventfd, kInject };
-std::string_view to_string(KickPath path) noexcept;  // "eventfd", "inject"
+inline constexpr auto kKickPathNames =
+    base::name_table<KickPath>({{KickPath::kEventfd, "eventfd"}, {KickPath::kInject, "inject"}});
+std::string_view to_string(KickPath path) noexcept;
 
 // The load's rate is kicks per second, all producers together.
 struct WorkqueueDatapathConfig : WorkqueueLoad {
