@@ -132,20 +132,15 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
       const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
       if (fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
       q->kick = base::UniqueFd(fd);
-      // The handler: the queue's fixed work (the kick was drained by on_ready).
-      q->handler = std::make_unique<sync::WorkItem>([raw, burn_iterations] {
-        raw->sink = burn(burn_iterations);
-        bump(raw->runs, 1);
-      });
-    } else {
-      // The handler drains the pending count (a frame ring), then works.
-      q->handler = std::make_unique<sync::WorkItem>([raw, burn_iterations] {
-        // relaxed: see signal(); the exchange takes every increment exactly once.
-        bump(raw->consumed, raw->pending.exchange(0, std::memory_order_relaxed));
-        raw->sink = burn(burn_iterations);
-        bump(raw->runs, 1);
-      });
     }
+    // The handler: the queue's fixed work. On the inject path it first drains the
+    // pending count (a frame ring); on the eventfd path on_ready drained the kick.
+    q->handler = std::make_unique<sync::WorkItem>([raw, burn_iterations, path] {
+      // relaxed: see signal(); the exchange takes every increment exactly once.
+      if (path == KickPath::kInject) bump(raw->consumed, raw->pending.exchange(0, std::memory_order_relaxed));
+      raw->sink = burn(burn_iterations);
+      bump(raw->runs, 1);
+    });
     queues.push_back(std::move(q));
   }
   datapath::Worker worker(fmt::format("lab-wq-{}", queue_count), strategy);
