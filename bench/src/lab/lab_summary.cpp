@@ -6,16 +6,15 @@
 
 #include <fmt/format.h>
 
+#include "uvhost/bench/ab_report.h"
+
 namespace uvhost::bench::lab {
 
 double per_second(double count, int64_t wall_ns) {
   return wall_ns > 0 ? count * 1e9 / static_cast<double>(wall_ns) : 0.0;
 }
 
-nlohmann::json summary_json(const Summary& s) {
-  return {{"n", s.n},           {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
-          {"median", s.median}, {"min", s.min},   {"max", s.max}};
-}
+nlohmann::json summary_json(const Summary& s) { return to_json(s); }
 
 BaselineRatio ratio_vs_baseline(const Summary& value, const Summary& base, Direction direction) {
   BaselineRatio r;

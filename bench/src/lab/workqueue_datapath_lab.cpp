@@ -2,10 +2,6 @@
 // workqueue_datapath_lab.h for the method).
 #include "uvhost/bench/lab/workqueue_datapath_lab.h"
 
-#include <sys/eventfd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
@@ -13,7 +9,7 @@
 
 #include <fmt/format.h>
 #include "uvhost/datapath/worker.h"
-#include "uvhost/base/unique_fd.h"
+#include "uvhost/experiments/kicked_queue.h"
 
 namespace uvhost::bench::lab {
 
@@ -23,51 +19,16 @@ std::string_view to_string(KickPath path) noexcept { return base::name_of(kKickP
 
 namespace {
 
-// Worker-only counter, read by the main thread for reporting.
-void bump(std::atomic<uint64_t>& counter, uint64_t by) noexcept {
-  // relaxed: single writer (the worker); the drain's flush and the final join order
-  // the last values before they are read for the exactly-once check.
-  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
-
-// One virtqueue of the lab: a kick eventfd (eventfd path) or a pending count (inject
-// path), the handler, and what the worker consumed.
-struct LabQueue {
-  base::UniqueFd kick;
-  // Inject path: kicks signalled and not yet consumed (a frame ring's fill level).
-  alignas(64) std::atomic<uint64_t> pending{0};
-  // Written by the worker only.
-  alignas(64) std::atomic<uint64_t> consumed{0};
-  std::atomic<uint64_t> runs{0};
-  std::unique_ptr<sync::WorkItem> handler;
-  uint64_t sink = 0;  // the handler's burn result (worker only)
-  ProducerCounts producer;  // read after join
-};
-
-struct Totals {
-  uint64_t consumed = 0;
-  uint64_t runs = 0;
-};
-
-Totals totals(const std::vector<std::unique_ptr<LabQueue>>& queues) {
-  Totals t;
-  for (const auto& q : queues) {
-    // relaxed: reporting reads of monotonic counters.
-    t.consumed += q->consumed.load(std::memory_order_relaxed);
-    t.runs += q->runs.load(std::memory_order_relaxed);
-  }
-  return t;
-}
+using experiments::KickedQueue;
+using Queues = std::vector<std::unique_ptr<KickedQueue>>;
 
 // One signal: what a guest (eventfd) or a host-side producer (inject) does.
-void signal(datapath::Worker& worker, LabQueue& q, KickPath path) noexcept {
+void signal(datapath::Worker& worker, KickedQueue& q, KickPath path) noexcept {
   if (path == KickPath::kEventfd) {
-    (void)::eventfd_write(q.kick.get(), 1);
+    q.signal_eventfd();
   } else {
-    // relaxed: the count itself is exact (RMWs on one atomic lose no increment), and
-    // WorkQueue::queue() orders the handler's next run after it (no lost wake-up).
-    q.pending.fetch_add(1, std::memory_order_relaxed);
-    worker.queue(*q.handler);
+    q.add_pending();
+    worker.queue(q.handler());
   }
 }
 
@@ -123,75 +84,57 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
   const uint64_t burn_iterations = burn_iterations_for(config.work_ns);
 
   // Declared before the worker: the worker (and its queued items) goes first.
-  std::vector<std::unique_ptr<LabQueue>> queues;
-  queues.reserve(static_cast<std::size_t>(queue_count));
+  Queues queues;
   for (int i = 0; i < queue_count; ++i) {
-    auto q = std::make_unique<LabQueue>();
-    LabQueue* raw = q.get();
-    if (path == KickPath::kEventfd) {
-      const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-      if (fd < 0) throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
-      q->kick = base::UniqueFd(fd);
-    }
-    // The handler: the queue's fixed work. On the inject path it first drains the
-    // pending count (a frame ring); on the eventfd path on_ready drained the kick.
-    q->handler = std::make_unique<sync::WorkItem>([raw, burn_iterations, path] {
-      // relaxed: see signal(); the exchange takes every increment exactly once.
-      if (path == KickPath::kInject) bump(raw->consumed, raw->pending.exchange(0, std::memory_order_relaxed));
-      raw->sink = burn(burn_iterations);
-      bump(raw->runs, 1);
-    });
-    queues.push_back(std::move(q));
+    // burn() keeps its loop (an asm barrier), so its result needs no sink.
+    queues.push_back(
+        std::make_unique<KickedQueue>(path == KickPath::kEventfd, [burn_iterations] { (void)burn(burn_iterations); }));
   }
   datapath::Worker worker(fmt::format("lab-wq-{}", queue_count), strategy);
   if (path == KickPath::kEventfd) {
     worker.run([&] {
       for (auto& q : queues) {
-        LabQueue* raw = q.get();
+        KickedQueue* raw = q.get();
         // DeviceDatapath::on_kick: drain the eventfd, count, queue the handler.
-        worker.watch(raw->kick.get(), [raw, &worker] {
-          eventfd_t value = 0;
-          if (::eventfd_read(raw->kick.get(), &value) == 0) bump(raw->consumed, value);
-          worker.queue(*raw->handler);
+        worker.watch(raw->kick_fd(), [raw, &worker] {
+          raw->drain_kick();
+          worker.queue(raw->handler());
         });
       }
     });
   }
+  std::vector<ProducerCounts> producer_counts(queues.size());
 
   datapath::WorkerStats before, after;
-  Totals totals_before, totals_after;
+  experiments::KickTotals totals_before, totals_after;
   const int64_t interval_ns = producer_interval_ns(config, queue_count);
   const int64_t wall = run_producers(
       queue_count, interval_ns, config.duration_ms,
       [&](int i, const std::atomic<bool>& stop, int64_t first_deadline_ns) {
-        LabQueue& q = *queues[static_cast<std::size_t>(i)];
-        produce(stop, config.saturate, 16, interval_ns, first_deadline_ns, q.producer,
-                [&] { signal(worker, q, path); });
+        const auto k = static_cast<std::size_t>(i);
+        produce(stop, config.saturate, 16, interval_ns, first_deadline_ns, producer_counts[k],
+                [&] { signal(worker, *queues[k], path); });
       },
-      [&] { std::tie(before, totals_before) = std::tuple(worker.stats(), totals(queues)); },
-      [&] { std::tie(after, totals_after) = std::tuple(worker.stats(), totals(queues)); });
+      [&] { std::tie(before, totals_before) = std::tuple(worker.stats(), experiments::kick_totals(queues)); },
+      [&] { std::tie(after, totals_after) = std::tuple(worker.stats(), experiments::kick_totals(queues)); });
 
   ProducerCounts total;
-  for (const auto& q : queues) {
-    total.calls += q->producer.calls;
-    total.signal_ns += q->producer.signal_ns;
-    total.cpu_ns += q->producer.cpu_ns;
-  }
+  for (const ProducerCounts& p : producer_counts) total += p;
   const uint64_t written = total.calls;
   // Drain: every kick written must be consumed by some handler run / on_ready (a kick
   // left in an eventfd or a pending count nobody runs for is a lost wake-up). 5 s is
   // far beyond any backlog a run builds.
   const int64_t give_up = monotonic_ns() + 5'000'000'000;
-  while (totals(queues).consumed < written && monotonic_ns() < give_up) {
+  while (experiments::kick_totals(queues).consumed < written && monotonic_ns() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   worker.work_queue().flush();  // handlers queued by the last on_ready have run
   if (path == KickPath::kEventfd) {
     worker.run([&] {
-      for (auto& q : queues) worker.unwatch(q->kick.get());
+      for (auto& q : queues) worker.unwatch(q->kick_fd());
     });
   }
-  const Totals final_totals = totals(queues);
+  const experiments::KickTotals final_totals = experiments::kick_totals(queues);
 
   WorkqueueDatapathSample s;
   s.kicks_written_per_s = per_second(static_cast<double>(written), wall);

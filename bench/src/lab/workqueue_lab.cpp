@@ -126,11 +126,7 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
   wq.stop();
 
   ProducerCounts total;
-  for (const auto& p : producers) {
-    total.calls += p->counts.calls;
-    total.signal_ns += p->counts.signal_ns;
-    total.cpu_ns += p->counts.cpu_ns;
-  }
+  for (const auto& p : producers) total += p->counts;
   WorkqueueRunSample s;
   s.offered_per_s = per_second(static_cast<double>(total.calls), wall);
   s.throughput = per_second(static_cast<double>(after.items_run - before.items_run), wall);

@@ -56,6 +56,12 @@ struct ProducerCounts {
   uint64_t calls = 0;
   int64_t signal_ns = 0;  // summed wall time inside signal()
   int64_t cpu_ns = 0;
+  ProducerCounts& operator+=(const ProducerCounts& other) noexcept {
+    calls += other.calls;
+    signal_ns += other.signal_ns;
+    cpu_ns += other.cpu_ns;
+    return *this;
+  }
 };
 
 // A producer's loop until `stop`: paced (one signal() per interval_ns, sleeping to
