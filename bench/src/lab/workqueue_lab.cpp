@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "uvhost/experiments/round_robin_items.h"
+
 namespace uvhost::bench::lab {
 namespace {
 
@@ -25,18 +27,7 @@ constexpr int kMaxWindowExtensionMs = 10'000;
 constexpr double kMaxOffersPerItem = 1000;
 
 struct Producer {
-  Producer(uint64_t burn_iterations, std::size_t item_count) {
-    for (std::size_t i = 0; i < item_count; ++i)
-      items.push_back(std::make_unique<sync::WorkItem>([burn_iterations, this] { sink = burn(burn_iterations); }));
-  }
-  sync::WorkItem& next_item() noexcept {
-    sync::WorkItem& item = *items[cursor];
-    cursor = cursor + 1 == items.size() ? 0 : cursor + 1;
-    return item;
-  }
-  uint64_t sink = 0;  // written by the worker only
-  std::vector<std::unique_ptr<sync::WorkItem>> items;
-  std::size_t cursor = 0;
+  experiments::RoundRobinItems items;
   ProducerCounts counts;
 };
 
@@ -99,7 +90,11 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
   const double offers_per_producer = config.saturate ? 0.0 : config.rate / static_cast<double>(threads);
   const auto items_per_producer =
       static_cast<std::size_t>(std::max(1.0, std::ceil(offers_per_producer / kMaxOffersPerItem)));
-  for (int i = 0; i < threads; ++i) producers.push_back(std::make_unique<Producer>(burn_iterations, items_per_producer));
+  // burn() keeps its loop (an asm barrier), so its result needs no sink.
+  for (int i = 0; i < threads; ++i) {
+    producers.push_back(std::make_unique<Producer>(
+        Producer{{items_per_producer, [burn_iterations] { (void)burn(burn_iterations); }}, {}}));
+  }
 
   sync::WorkQueueStats before, after;
   const int64_t wall = run_producers(
@@ -107,7 +102,7 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
       [&](int i, const std::atomic<bool>& stop, int64_t first_deadline_ns) {
         Producer& p = *producers[static_cast<std::size_t>(i)];
         produce(stop, config.saturate, 32, producer_interval_ns(config, threads), first_deadline_ns, p.counts,
-                [&] { wq.queue(p.next_item()); });
+                [&] { wq.queue(p.items.next()); });
       },
       [&] { before = wq.stats(); },
       [&] {
