@@ -97,11 +97,12 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
   }
 
   sync::WorkQueueStats before, after;
+  const int64_t interval_ns = producer_interval_ns(config, threads);
   const int64_t wall = run_producers(
-      threads, producer_interval_ns(config, threads), config.duration_ms,
+      threads, interval_ns, config.duration_ms,
       [&](int i, const std::atomic<bool>& stop, int64_t first_deadline_ns) {
         Producer& p = *producers[static_cast<std::size_t>(i)];
-        produce(stop, config.saturate, 32, producer_interval_ns(config, threads), first_deadline_ns, p.counts,
+        produce(stop, config.saturate, 32, interval_ns, first_deadline_ns, p.counts,
                 [&] { wq.queue(p.items.next()); });
       },
       [&] { before = wq.stats(); },

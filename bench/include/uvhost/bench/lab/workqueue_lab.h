@@ -76,18 +76,21 @@ void produce(const std::atomic<bool>& stop, bool saturate, int batch, int64_t in
   int64_t deadline = first_deadline_ns;
   // relaxed: a stop request only needs to be noticed eventually.
   while (!stop.load(std::memory_order_relaxed)) {
-    const int64_t now = monotonic_ns();
-    if (!saturate && now < deadline) {
-      sleep_until_ns(deadline);
-      continue;
+    int n = batch;
+    if (!saturate) {
+      const int64_t now = monotonic_ns();
+      if (now < deadline) {
+        sleep_until_ns(deadline);
+        continue;
+      }
+      n = 1;
+      deadline += interval_ns;
+      if (deadline < now - 8 * interval_ns) deadline = now;
     }
-    const int n = saturate ? batch : 1;
     const int64_t before = monotonic_ns();
     for (int i = 0; i < n; ++i) signal();
     counts.signal_ns += monotonic_ns() - before;
     counts.calls += static_cast<uint64_t>(n);
-    deadline += interval_ns;
-    if (deadline < now - 8 * interval_ns) deadline = now;
   }
   counts.cpu_ns = thread_cpu_ns() - cpu_start;
 }
