@@ -1,6 +1,7 @@
 // lab_output.h - what the sync-level `uvhost lab` commands (iommu-lock, workqueue,
 // delegation) share on the command line: the output flags (--json FILE, --plot FILE,
-// --quiet), their progress lines, and writing the files. Defined in lab.cpp.
+// --quiet), their progress lines, writing the files, and list options of enum names.
+// Defined in lab.cpp.
 //
 // Each file written prints one line naming it on stdout; on failure the lab prints
 // "uvhost lab NAME: ..." on stderr and throws CLI::RuntimeError(1).
@@ -12,8 +13,11 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 
 namespace uvhost::cli {
@@ -36,5 +40,37 @@ std::function<void(const std::string&)> lab_progress(const LabOutputFlags& flags
 // NAME (...)", into --plot's file; each only when asked for.
 void write_lab_outputs(std::string_view lab, const LabOutputFlags& flags, const nlohmann::json& json,
                        const std::vector<bench::BarChart>& charts, int columns = 2);
+
+// A comma-separated list option whose names become values: parse(name) gives the value
+// or nullopt (a usage error listing `choices`); the default shown is the values' names.
+template <class T, class Parse, class Name>
+CLI::Option* add_names_option(CLI::App& cmd, const std::string& flag, std::vector<T>& values, Parse parse, Name name,
+                              const std::string& choices, const std::string& help) {
+  std::vector<std::string> shown;
+  for (const T& v : values) shown.emplace_back(name(v));
+  const auto check = [parse, choices](const std::string& text) {
+    return parse(text) ? std::string() : fmt::format("'{}' unknown ({})", text, choices);
+  };
+  return cmd
+      .add_option_function<std::vector<std::string>>(
+          flag,
+          [&values, parse](const std::vector<std::string>& texts) {
+            values.clear();
+            for (const std::string& text : texts) values.push_back(*parse(text));
+          },
+          help)
+      ->delimiter(',')
+      ->check(CLI::Validator(check, ""))
+      ->default_str(fmt::format("[{}]", fmt::join(shown, ",")));
+}
+
+// The same, the names from the enum's table (base/name_table.h).
+template <class E, std::size_t N>
+CLI::Option* add_names_option(CLI::App& cmd, const std::string& flag, std::vector<E>& values,
+                              const base::NameTable<E, N>& table, const std::string& help) {
+  return add_names_option(
+      cmd, flag, values, [&table](std::string_view text) { return base::parse(table, text); },
+      [&table](E value) { return base::name_of(table, value); }, base::join_names(table, ", "), help);
+}
 
 }  // namespace uvhost::cli

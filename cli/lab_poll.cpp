@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "lab_output.h"
 #include "uvhost/bench/ab_stats.h"
 #include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/lab/config_matrix.h"
@@ -21,20 +22,22 @@ namespace uvhost::cli {
 namespace {
 
 struct MatrixLabOptions {
-  std::vector<std::string> workloads;
-  std::vector<uint32_t> sizes;
+  std::vector<bench::Workload> workloads;
+  std::vector<uint32_t> sizes{64, 1500};
   std::vector<uint32_t> sessions;
   int runs = 5;
   std::string method = "paired-t";
   std::string json_path;
   std::string plot_path;
   bool no_pin = false;
+  uint32_t busy_us = 50;
   bench::RunOptions run;
 };
 
-// Options both labs share; `defaults` holds each lab's own sweep.
 void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
-  cmd.add_option("--workloads", o.workloads, "rr, stream-tx, stream-rx")->delimiter(',')->capture_default_str();
+  add_names_option(cmd, "--workloads", o.workloads, bench::parse_workload,
+                   [](bench::Workload w) { return bench::to_string(w); }, "rr, stream-tx, stream-rx",
+                   "rr, stream-tx, stream-rx");
   cmd.add_option("--sizes", o.sizes, "frame sizes in bytes")->delimiter(',')->capture_default_str();
   cmd.add_option("--sessions", o.sessions, "rr: transactions in flight; streams: flows")
       ->delimiter(',')
@@ -60,6 +63,18 @@ void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
   cmd.add_option("--plot", o.plot_path, "write a plot (.png or .svg, with gnuplot)");
 }
 
+// The subcommand of a matrix lab with the shared options; `o` holds the lab's defaults.
+CLI::App* add_matrix_lab(CLI::App& lab, const std::string& name, const std::string& help, MatrixLabOptions& o) {
+  auto* cmd = lab.add_subcommand(name, help);
+  o.run.seconds = 1.0;
+  add_matrix_options(*cmd, o);
+  return cmd;
+}
+
+CLI::Option* add_busy_us_option(CLI::App& cmd, MatrixLabOptions& o, const std::string& help) {
+  return cmd.add_option("--busy-us", o.busy_us, help)->check(CLI::Range(1u, 1000000u))->capture_default_str();
+}
+
 bench::Config port_config(std::string label, std::vector<std::pair<std::string, std::string>> keys) {
   bench::Config config;
   config.label = std::move(label);
@@ -69,18 +84,9 @@ bench::Config port_config(std::string label, std::vector<std::pair<std::string, 
 
 void run_matrix_lab(const std::string& name, const std::string& intro, const std::vector<bench::Config>& configs,
                     MatrixLabOptions& o) {
-  std::vector<bench::Workload> workloads;
-  for (const std::string& text : o.workloads) {
-    auto workload = bench::parse_workload(text);
-    if (!workload) {
-      fmt::print(stderr, "uvhost lab {}: workload '{}' unknown (rr, stream-tx, stream-rx)\n", name, text);
-      throw CLI::RuntimeError(2);
-    }
-    workloads.push_back(*workload);
-  }
   o.run.pin = !o.no_pin;
   const bench::AbMethod method = *bench::parse_ab_method(o.method);
-  const std::vector<bench::Point> points = bench::expand_points(workloads, o.sizes, o.sessions);
+  const std::vector<bench::Point> points = bench::expand_points(o.workloads, o.sizes, o.sessions);
   fmt::print("uvhost lab {}: {}\n", name, intro);
   fmt::print("{} configurations x {} points x {} rounds, {:.2f} s per run after {:.2f} s warm-up, {} queue pair(s), {}\n",
              configs.size(), points.size(), o.runs, o.run.seconds, o.run.warmup_seconds, o.run.queue_pairs,
@@ -130,30 +136,25 @@ void run_matrix_lab(const std::string& name, const std::string& intro, const std
 }  // namespace
 
 void add_lab_busypoll(CLI::App& lab) {
-  auto* cmd = lab.add_subcommand("busypoll",
-                                 "vhost-net busy polling: notify vs busy polling (busy, always, adaptive) on rr, stream-tx and "
-                                 "stream-rx: +thu% and +normalize% per size and sessions");
   auto o = std::make_shared<MatrixLabOptions>();
-  o->workloads = {"rr", "stream-tx", "stream-rx"};
-  o->sizes = {64, 1500};
+  o->workloads = {bench::Workload::kRr, bench::Workload::kStreamTx, bench::Workload::kStreamRx};
   o->sessions = {1, 4};
-  o->run.seconds = 1.0;
+  auto* cmd = add_matrix_lab(lab, "busypoll",
+                             "vhost-net busy polling: notify vs busy polling (busy, always, adaptive) on rr, stream-tx "
+                             "and stream-rx: +thu% and +normalize% per size and sessions",
+                             *o);
   auto modes = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"busy", "always", "adaptive"});
-  auto busy_us = std::make_shared<uint32_t>(50);
-  add_matrix_options(*cmd, *o);
   cmd->add_option("--modes", *modes, "poll modes compared with notify")
       ->delimiter(',')
       ->check(CLI::IsMember({"busy", "always", "adaptive"}))
       ->capture_default_str();
-  cmd->add_option("--busy-us", *busy_us, "busy: the poll timeout; adaptive: its cap")
-      ->check(CLI::Range(1u, 1000000u))
-      ->capture_default_str();
-  cmd->callback([o, modes, busy_us] {
+  add_busy_us_option(*cmd, *o, "busy: the poll timeout; adaptive: its cap");
+  cmd->callback([o, modes] {
     std::vector<bench::Config> configs{port_config("notify", {{"poll", "notify"}})};
     for (const std::string& mode : *modes) {
       auto keys = std::vector<std::pair<std::string, std::string>>{{"poll", mode}};
-      if (mode != "always") keys.emplace_back("busy_us", std::to_string(*busy_us));
-      configs.push_back(port_config(mode == "busy" ? fmt::format("busy{}", *busy_us) : mode, std::move(keys)));
+      if (mode != "always") keys.emplace_back("busy_us", std::to_string(o->busy_us));
+      configs.push_back(port_config(mode == "busy" ? fmt::format("busy{}", o->busy_us) : mode, std::move(keys)));
     }
     run_matrix_lab("busypoll",
                    "each poll mode vs notify (the kernel's vhost-net before busy polling), one uvhost serve port "
@@ -163,23 +164,17 @@ void add_lab_busypoll(CLI::App& lab) {
 }
 
 void add_lab_busyloop_intr(CLI::App& lab) {
-  auto* cmd = lab.add_subcommand(
-      "busyloop-intr",
-      "vhost-net busyloop exit: what ends a busy poll: any pending work (before) vs work for this queue only (accurate), "
-      "with several queues on one worker");
   auto o = std::make_shared<MatrixLabOptions>();
-  o->workloads = {"rr", "stream-tx"};
-  o->sizes = {64, 1500};
+  o->workloads = {bench::Workload::kRr, bench::Workload::kStreamTx};
   o->sessions = {4, 16};
   o->run.queue_pairs = 4;
-  o->run.seconds = 1.0;
-  auto busy_us = std::make_shared<uint32_t>(50);
-  add_matrix_options(*cmd, *o);
-  cmd->add_option("--busy-us", *busy_us, "the busy-poll timeout of every queue")
-      ->check(CLI::Range(1u, 1000000u))
-      ->capture_default_str();
-  cmd->callback([o, busy_us] {
-    const std::string us = std::to_string(*busy_us);
+  auto* cmd = add_matrix_lab(lab, "busyloop-intr",
+                             "vhost-net busyloop exit: what ends a busy poll: any pending work (before) vs work for "
+                             "this queue only (accurate), with several queues on one worker",
+                             *o);
+  add_busy_us_option(*cmd, *o, "the busy-poll timeout of every queue");
+  cmd->callback([o] {
+    const std::string us = std::to_string(o->busy_us);
     // workers=device: every vring of the port on one worker, so the other queues'
     // pending work is what the exit policy has to tell apart from this queue's.
     std::vector<bench::Config> configs{

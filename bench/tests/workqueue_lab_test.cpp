@@ -100,7 +100,7 @@ TEST(WorkqueueLab, VerdictsFollowTheRatioCiAgainstTheFirstStrategy) {
   const auto* unlock = result.find(8, sync::EnqueueStrategy::kUnlockThenWake);
   const auto* lockless = result.find(8, sync::EnqueueStrategy::kLockless);
   auto verdicts = [&](const WorkqueueLabCell* c) {
-    return strategy_verdicts(c->throughput, base->throughput, c->worker_cpu_pct, base->worker_cpu_pct);
+    return variant_verdicts(c->throughput, base->throughput, c->worker_cpu_pct, base->worker_cpu_pct);
   };
   EXPECT_EQ(verdicts(unlock).throughput.verdict, Verdict::kNoise);
   EXPECT_EQ(verdicts(unlock).worker_cpu.verdict, Verdict::kBetter);  // less CPU is better

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 
 namespace uvhost::bench::lab {
@@ -14,10 +15,15 @@ namespace {
 
 double cores_of(const RunResult& run) { return run.seconds > 0 ? run.cpu_seconds / run.seconds : 0; }
 
-double mean_of(const std::vector<double>& values) {
-  if (values.empty()) return 0;
-  return summarize(values).mean;
+// metric(run) of every run.
+template <class Metric>
+std::vector<double> values_of(const std::vector<RunResult>& runs, Metric&& metric) {
+  std::vector<double> values;
+  for (const RunResult& run : runs) values.push_back(metric(run));
+  return values;
 }
+
+double mean_of(const std::vector<double>& values) { return summarize(values).mean; }  // 0 when empty
 
 }  // namespace
 
@@ -51,11 +57,7 @@ std::vector<BaselineComparison> compare_to_baseline(const ConfigMatrix& matrix, 
   std::vector<BaselineComparison> out;
   for (size_t p = 0; p < matrix.points.size(); ++p) {
     const Workload workload = matrix.points[p].workload;
-    auto column = [&](size_t c, auto metric) {
-      std::vector<double> values;
-      for (const RunResult& run : matrix.runs[p][c]) values.push_back(metric(run));
-      return values;
-    };
+    auto column = [&](size_t c, auto metric) { return values_of(matrix.runs[p][c], metric); };
     auto thu = [&](const RunResult& r) { return r.throughput(workload); };
     auto normalized = [&](const RunResult& r) { return r.normalized(workload); };
     auto p99 = [](const RunResult& r) { return r.p99_us; };
@@ -182,16 +184,9 @@ bool plot_matrix(const std::string& path, const std::string& title, const Config
       thu.groups.push_back(fmt::format("{}/{}", point.size, point.sessions));
       norm.groups.push_back(thu.groups.back());
       for (size_t c = 0; c < matrix.configs.size(); ++c) {
-        std::vector<double> t, n;
-        for (const RunResult& run : matrix.runs[p][c]) {
-          t.push_back(run.throughput(workload));
-          n.push_back(run.normalized(workload));
-        }
-        const Summary st = summarize(t), sn = summarize(n);
-        thu.series[c].mean.push_back(st.mean);
-        thu.series[c].half.push_back(st.ci95_half);
-        norm.series[c].mean.push_back(sn.mean);
-        norm.series[c].half.push_back(sn.ci95_half);
+        const auto& runs = matrix.runs[p][c];
+        add_bar(thu.series[c], summarize(values_of(runs, [&](const RunResult& r) { return r.throughput(workload); })));
+        add_bar(norm.series[c], summarize(values_of(runs, [&](const RunResult& r) { return r.normalized(workload); })));
       }
     }
     if (thu.groups.empty()) continue;

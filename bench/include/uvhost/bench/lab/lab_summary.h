@@ -18,9 +18,14 @@
 //    ci95_half, verdict and which way is better ("higher" / "lower").
 //  - add_bar(): one Summary as a bar (mean) and its whisker (95% CI half-width) at the
 //    end of a gnuplot.h series.
+//  - print_variant_sweep(): the "variant vs baseline" tables of a sweep whose figures are
+//    a throughput (higher is better) and the worker's CPU (lower is better), the first
+//    variant being the baseline; field_table(): every field of every cell as "mean ±CI".
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +35,7 @@
 #include "uvhost/bench/ab_stats.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/stats.h"
+#include "uvhost/bench/table.h"
 
 namespace uvhost::bench::lab {
 
@@ -89,5 +95,53 @@ nlohmann::json ratio_json(const BaselineRatio& r);
 std::string_view better_word(Direction direction) noexcept;
 
 void add_bar(BarSeries& series, const Summary& s);
+
+// A variant against the baseline at the same sweep point: throughput and worker CPU.
+struct VariantVerdicts {
+  BaselineRatio throughput, worker_cpu;
+};
+VariantVerdicts variant_verdicts(const Summary& throughput, const Summary& base_throughput, const Summary& worker_cpu,
+                                 const Summary& base_worker_cpu);
+struct VariantFigures {
+  const Summary* throughput;
+  const Summary* worker_cpu;
+};
+// at(count, variant index): the figures of one cell.
+using VariantCellAt = std::function<VariantFigures(int count, std::size_t variant)>;
+struct VariantSweepNames {
+  std::string count_header;     // "threads", "queues"
+  std::string variant_header;   // "strategy"
+  std::string tp_column;        // after the variant's name: "tp (items/s)", "kicks/s"
+  std::string throughput_name;  // "throughput", "kicks handled/s"
+};
+// The upstream table (count | throughput | worker % per variant, worker-CPU ratios vs the
+// first variant), then every variant's verdicts against the first (count | variant |
+// throughput ×base | verdict | worker CPU ×base | verdict) with a line saying which way
+// is better.
+void print_variant_sweep(const VariantSweepNames& names, const std::vector<int>& counts,
+                         const std::vector<std::string>& variants, const VariantCellAt& at, std::ostream& out);
+// A cell's ratios against the baseline `first` as JSON: {variant_key: first,
+// throughput_key: ratio_json, "worker_cpu_pct": ratio_json}.
+nlohmann::json variant_vs_first(const VariantFigures& cell, const VariantFigures& base, const std::string& variant_key,
+                                std::string_view first, const std::string& throughput_key);
+
+// Per count a row per variant: the count, the variant, every field's "mean ±CI", then
+// extra(cell); a separator after each count.
+template <class Fields, class CellAt, class Extra>
+TextTable field_table(std::vector<std::string> headers, const std::vector<int>& counts,
+                      const std::vector<std::string>& variants, const Fields& fields, CellAt&& at, Extra&& extra) {
+  TextTable table(std::move(headers));
+  for (int count : counts) {
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+      const auto& cell = *at(count, k);
+      std::vector<std::string> row{std::to_string(count), variants[k]};
+      for (const auto& f : fields) row.push_back(with_ci((cell.*f.summary).mean, (cell.*f.summary).ci95_half));
+      for (std::string& more : extra(cell)) row.push_back(std::move(more));
+      table.add_row(std::move(row));
+    }
+    table.add_separator();
+  }
+  return table;
+}
 
 }  // namespace uvhost::bench::lab

@@ -32,6 +32,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
 #include "uvhost/bench/stats.h"
@@ -40,19 +41,14 @@
 namespace uvhost::bench::lab {
 
 enum class KickPath { kEventfd, kInject };
-std::string_view to_string(KickPath path) noexcept;  // "eventfd", "inject"
+inline constexpr auto kKickPathNames =
+    base::name_table<KickPath>({{KickPath::kEventfd, "eventfd"}, {KickPath::kInject, "inject"}});
+std::string_view to_string(KickPath path) noexcept;
 
-struct WorkqueueDatapathConfig {
+// The load's rate is kicks per second, all producers together.
+struct WorkqueueDatapathConfig : WorkqueueLoad {
   std::vector<int> queues{1, 8, 64, 256};
-  std::vector<sync::EnqueueStrategy> strategies{sync::EnqueueStrategy::kLockedWake,
-                                                sync::EnqueueStrategy::kUnlockThenWake,
-                                                sync::EnqueueStrategy::kLockless};
   std::vector<KickPath> paths{KickPath::kEventfd, KickPath::kInject};
-  int runs = 5;
-  int duration_ms = 300;
-  bool saturate = false;
-  double rate = 20000;  // paced mode: kicks per second, all producers together
-  int work_ns = 300;    // CPU burned by one handler run
 };
 
 struct WorkqueueDatapathSample {
@@ -98,10 +94,10 @@ WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig
 
 // A strategy against the first one at the same (path, queues): kicks handled/s (higher
 // is better) and worker CPU (lower is better), with their CIs and verdicts.
-StrategyVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
+VariantVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
                                             const WorkqueueDatapathCell& base);
 
-// Per path: print_strategy_sweep() for the queue counts, then a detail table.
+// Per path: print_variant_sweep() (lab_summary.h) for the queue counts, then a detail table.
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out);
 
 // Per path: kicks handled/s and worker CPU per queue count, a bar per strategy with its

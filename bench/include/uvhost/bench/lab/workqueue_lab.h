@@ -13,33 +13,124 @@
 // less vhost CPU") or saturating (tight loops; throughput is the figure).
 // Method: lab_engine.h (strategies interleaved); every strategy but the first is held
 // against the first (locked_wake by default) with a verdict per ratio (lab_summary.h).
-// Each run uses a fresh WorkQueue.
+// Each run uses a fresh WorkQueue. The producer side (WorkqueueLoad, run_producers,
+// produce) is shared with the datapath half (workqueue_datapath_lab.h).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/gnuplot.h"
-#include "uvhost/bench/lab/lab_summary.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/stats.h"
 #include "uvhost/sync/work_queue.h"
 
 namespace uvhost::bench::lab {
 
-struct WorkqueueLabConfig {
-  std::vector<int> threads{1, 8, 64, 256};
+// What both halves offer: strategies, repetition and the producers' load.
+struct WorkqueueLoad {
   std::vector<sync::EnqueueStrategy> strategies{sync::EnqueueStrategy::kLockedWake,
                                                 sync::EnqueueStrategy::kUnlockThenWake,
                                                 sync::EnqueueStrategy::kLockless};
   int runs = 5;
   int duration_ms = 300;  // measured window of one run
   bool saturate = false;
-  double rate = 20000;    // paced mode: queue() calls per second, all producers together
-  int work_ns = 300;      // CPU burned by one run of a work item
+  double rate = 20000;    // paced mode: signals per second, all producers together
+  int work_ns = 300;      // CPU burned by one run of a work item / handler
+};
+// Throws std::invalid_argument for an unusable load.
+void validate(const WorkqueueLoad& load);
+// The load's keys of the "config" JSON object.
+nlohmann::json load_json(const WorkqueueLoad& load);
+
+// One producer's counts, read after its thread is joined.
+struct ProducerCounts {
+  uint64_t calls = 0;
+  int64_t signal_ns = 0;  // summed wall time inside signal()
+  int64_t cpu_ns = 0;
+  ProducerCounts& operator+=(const ProducerCounts& other) noexcept {
+    calls += other.calls;
+    signal_ns += other.signal_ns;
+    cpu_ns += other.cpu_ns;
+    return *this;
+  }
+};
+
+// A producer's loop until `stop`: paced (one signal() per interval_ns, sleeping to
+// absolute deadlines from first_deadline_ns; far behind, it skips the missed slots
+// instead of bursting) or saturating (signal() in batches of `batch`, one clock pair
+// per batch).
+template <class Signal>
+void produce(const std::atomic<bool>& stop, bool saturate, int batch, int64_t interval_ns, int64_t first_deadline_ns,
+             ProducerCounts& counts, Signal&& signal) {
+  fine_timer_slack();
+  const int64_t cpu_start = thread_cpu_ns();
+  int64_t deadline = first_deadline_ns;
+  // relaxed: a stop request only needs to be noticed eventually.
+  while (!stop.load(std::memory_order_relaxed)) {
+    int n = batch;
+    if (!saturate) {
+      const int64_t now = monotonic_ns();
+      if (now < deadline) {
+        sleep_until_ns(deadline);
+        continue;
+      }
+      n = 1;
+      deadline += interval_ns;
+      if (deadline < now - 8 * interval_ns) deadline = now;
+    }
+    const int64_t before = monotonic_ns();
+    for (int i = 0; i < n; ++i) signal();
+    counts.signal_ns += monotonic_ns() - before;
+    counts.calls += static_cast<uint64_t>(n);
+  }
+  counts.cpu_ns = thread_cpu_ns() - cpu_start;
+}
+
+// Runs `count` producers, body(i, stop, first_deadline_ns), their phases spread over one
+// interval: window_start() just before they are let go, window_end() after
+// duration_ms; then stops and joins them. Returns the window's wall time (up to the
+// end of window_end()).
+template <class Body, class WindowStart, class WindowEnd>
+int64_t run_producers(int count, int64_t interval_ns, int duration_ms, Body&& body, WindowStart&& window_start,
+                      WindowEnd&& window_end) {
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> start_ns{0};
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      go.wait(false, std::memory_order_acquire);  // acquire: pairs with the release below
+      body(i, stop, start_ns.load(std::memory_order_relaxed) + interval_ns * i / count);
+    });
+  }
+  start_ns.store(monotonic_ns(), std::memory_order_relaxed);  // relaxed: published by go's release store
+  window_start();
+  const int64_t t0 = monotonic_ns();
+  go.store(true, std::memory_order_release);
+  go.notify_all();
+  std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
+  window_end();
+  const int64_t wall = monotonic_ns() - t0;
+  stop.store(true, std::memory_order_relaxed);  // relaxed: join() below orders the results
+  for (auto& t : threads) t.join();
+  return wall;
+}
+
+// The paced interval between one producer's signals (0 when saturating).
+int64_t producer_interval_ns(const WorkqueueLoad& load, int producers);
+
+struct WorkqueueLabConfig : WorkqueueLoad {
+  std::vector<int> threads{1, 8, 64, 256};
 };
 
 // One run of one (threads, strategy) cell.
@@ -78,38 +169,7 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
 WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
                                      const std::function<void(const std::string&)>& progress = {});
 
-// A strategy against the baseline strategy (the first one) at the same producer or
-// queue count (lab_summary.h ratio_vs_baseline: the ratio_of_means CI and its verdict):
-// throughput (higher is better) and the worker's CPU (lower is better).
-struct StrategyVerdicts {
-  BaselineRatio throughput, worker_cpu;
-};
-StrategyVerdicts strategy_verdicts(const Summary& throughput, const Summary& base_throughput,
-                                   const Summary& worker_cpu, const Summary& base_worker_cpu);
-// What both halves (this one and workqueue_datapath_lab.h) print per sweep, where
-// `count` is producers or queues: the upstream table (count | throughput | worker % per
-// strategy, worker-CPU ratios vs the first strategy), then every strategy's verdicts
-// against the first (count | strategy | throughput ×base | verdict | worker CPU ×base |
-// verdict) with a line saying which way is better.
-struct StrategyFigures {
-  const Summary* throughput;
-  const Summary* worker_cpu;
-};
-using StrategyCellAt = std::function<StrategyFigures(int count, sync::EnqueueStrategy)>;
-struct StrategySweepNames {
-  std::string count_header;     // "threads", "queues"
-  std::string tp_column;        // after the strategy's name: "tp (items/s)", "kicks/s"
-  std::string throughput_name;  // "throughput", "kicks handled/s"
-};
-void print_strategy_sweep(const StrategySweepNames& names, const std::vector<int>& counts,
-                          const std::vector<sync::EnqueueStrategy>& strategies, const StrategyCellAt& at,
-                          std::ostream& out);
-// A cell's "vs_first_strategy" JSON: the first strategy's name, the throughput (under
-// `throughput_key`) and worker CPU ratios with their verdicts.
-nlohmann::json strategy_vs_first(const StrategyFigures& cell, const StrategyFigures& base,
-                                 sync::EnqueueStrategy first, const std::string& throughput_key);
-
-// print_strategy_sweep() for the producer counts, then a detail table.
+// print_variant_sweep() (lab_summary.h) for the producer counts, then a detail table.
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out);
 
 // Throughput and worker CPU per producer count, a bar per strategy with its 95% CI.
