@@ -1017,6 +1017,11 @@ TEST_F(SwitchUplinkTest, TapUplinkGsoGoesWholeToAGuestWithTsoAndSegmentedToOneWi
     EXPECT_EQ(got_b[i].packet->header, virtio::NetHeader{}) << i;
     EXPECT_TRUE(testing::ipv4_tcp_checksums_valid(got_b[i].packet->frame)) << i;
   }
+  // The uplink thread counts a delivery after its injections returned: wait for it.
+  const auto delivered = [&] { return hub->stats().at("uplink").at("delivery").at("delivered").get<uint64_t>(); };
+  for (const auto deadline = testing::Clock::now() + 2s; delivered() < 2 && testing::Clock::now() < deadline;) {
+    std::this_thread::sleep_for(1ms);
+  }
   const nlohmann::json uplink = hub->stats().at("uplink");
   EXPECT_EQ(uplink.at("delivery").at("segmented"), 1);
   EXPECT_EQ(uplink.at("delivery").at("segments"), expected.size());
