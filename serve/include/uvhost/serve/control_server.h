@@ -76,7 +76,7 @@
 //    not have is left out, never sent as 0.
 //  {"cmd":"set","port":"p0","queue":1,"poll":"busy","busy_us":50,"exit":"accurate"}
 //    queue omitted: every queue of the port. Any subset of poll (notify|busy|always|
-//    adaptive), busy_us, exit (accurate|any), memory (rcu|mutex|rwsem|pthread-rwlock).
+//    adaptive), busy_us, exit (accurate|any), memory (mutex|rwsem|pthread-rwlock|rcu).
 //  {"cmd":"set","enqueue":"lockless","worker":"p0.w0"}
 //    enqueue: locked_wake|unlock_wake|lockless; worker omitted: every worker.
 //    set -> {"ok":true,"changed":["...", ...]} or {"ok":false,"error":"..."}
