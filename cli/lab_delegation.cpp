@@ -9,7 +9,6 @@
 #include <iostream>
 
 #include "commands.h"
-#include "lab_choices.h"
 #include "lab_output.h"
 #include "uvhost/bench/lab/delegation_datapath_lab.h"
 #include "uvhost/bench/lab/delegation_lab.h"

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "lab_choices.h"
 #include "lab_output.h"
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
@@ -56,9 +55,9 @@ void add_lab_iommu_lock(CLI::App& lab) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  add_choice_list(*cmd, "--policies", options->config.policies, sync::kGuardPolicyNames, "Guard policies");
-  add_choice_list(*cmd, "--mixes", options->config.mixes, bench::lab::kIommuMixNames,
-                  "Workloads: mix (one writer, see --reads-per-update), read-only");
+  add_names_option(*cmd, "--policies", options->config.policies, sync::kGuardPolicyNames, "Guard policies");
+  add_names_option(*cmd, "--mixes", options->config.mixes, bench::lab::kIommuMixNames,
+                   "Workloads: mix (one writer, see --reads-per-update), read-only");
   add_lab_run_flags(*cmd, options->config.runs, options->config.duration_ms);
   cmd->add_option("--reads-per-update", options->config.reads_per_update,
                   "Mix: translations per map update, all readers together (vfio's boot-time 24921:67 = 372)")

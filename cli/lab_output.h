@@ -1,6 +1,7 @@
 // lab_output.h - what the sync-level `uvhost lab` commands (iommu-lock, workqueue,
 // delegation) share on the command line: the output flags (--json FILE, --plot FILE,
-// --quiet), their progress lines, writing the files, and list options of enum names.
+// --quiet), their progress lines, writing the files, list options of enum names and
+// bounded numbers.
 // Defined in lab.cpp.
 //
 // Each file written prints one line naming it on stdout; on failure the lab prints
@@ -71,6 +72,13 @@ CLI::Option* add_names_option(CLI::App& cmd, const std::string& flag, std::vecto
   return add_names_option(
       cmd, flag, values, [&table](std::string_view text) { return base::parse(table, text); },
       [&table](E value) { return base::name_of(table, value); }, base::join_names(table, ", "), help);
+}
+
+// A number option in [low, high], its default shown.
+template <class T>
+CLI::Option* add_bounded(CLI::App& cmd, const std::string& flag, T& value, const std::string& description, int low,
+                         int high) {
+  return cmd.add_option(flag, value, description)->capture_default_str()->check(CLI::Range(low, high));
 }
 
 }  // namespace uvhost::cli
