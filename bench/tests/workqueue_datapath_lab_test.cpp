@@ -1,7 +1,8 @@
-// The datapath half of the workqueue lab (seed 000 on datapath::Worker): every kick
-// written is consumed exactly once by the worker (no lost wake-up), under every
-// enqueue strategy, on both kick paths, paced and saturating; a tiny run of the whole
-// experiment fills every cell and produces complete JSON.
+// The datapath half of the workqueue lab (the vhost work queue, woken outside its
+// lock, on datapath::Worker): every kick written is consumed exactly once by the
+// worker (no lost wake-up), under every enqueue strategy, on both kick paths, paced
+// and saturating; a tiny run of the whole experiment fills every cell and produces
+// complete JSON.
 #include "uvhost/bench/lab/workqueue_datapath_lab.h"
 
 #include <fmt/format.h>

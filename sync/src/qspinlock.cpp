@@ -84,11 +84,11 @@ struct ThreadQueueState {
 thread_local ThreadQueueState t_queue_state;
 
 // The userspace concession: spin with PAUSE, and yield the core every
-// kQSpinSpinsBeforeYield iterations so a descheduled holder or successor can run.
+// QSpinLock::kSpinsBeforeYield iterations so a descheduled holder or successor can run.
 class SpinWaiter {
  public:
   void pause() noexcept {
-    if (++spins_ % kQSpinSpinsBeforeYield == 0) {
+    if (++spins_ % QSpinLock::kSpinsBeforeYield == 0) {
       sched_yield();
     } else {
       cpu_relax();

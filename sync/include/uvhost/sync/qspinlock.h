@@ -82,13 +82,12 @@
 
 namespace uvhost::sync {
 
-// Userspace concession: pauses between two sched_yield() calls in every spin loop.
-// A few microseconds of PAUSE-spinning before giving the core away.
-inline constexpr uint32_t kQSpinSpinsBeforeYield = 128;
-
 class QSpinLock {
  public:
   static constexpr const char* kName = "qspinlock";
+  // Userspace concession: pauses between two sched_yield() calls in every spin loop.
+  // A few microseconds of PAUSE-spinning before giving the core away.
+  static constexpr uint32_t kSpinsBeforeYield = 128;
 
   // Threads that can be queued at once (indices are recycled when threads exit).
   // The tail encoding has room for 2^14 - 1; this bound keeps the registry small.

@@ -16,7 +16,7 @@
 //  - SharedLockable: lock/unlock/try_lock/lock_shared/unlock_shared/try_lock_shared;
 //    works with std::unique_lock and std::shared_lock. Not recursive. The thread that
 //    locks should be the one that unlocks (not checked).
-//  - Waiting: spin briefly (kRwSemSpins pauses, re-checking), then sleep on a futex.
+//  - Waiting: spin briefly (kSpins pauses, re-checking), then sleep on a futex.
 //    Uncontended lock/unlock = one CAS / one atomic RMW, no system call. An unlock
 //    makes a futex_wake system call only when a thread actually sleeps.
 //  - Progress: blocking. try_lock()/try_lock_shared() never block (a try_lock_shared
@@ -63,12 +63,11 @@
 
 namespace uvhost::sync {
 
-// Pauses a waiter spends re-checking before it sleeps.
-inline constexpr uint32_t kRwSemSpins = 256;
-
 class RwSemaphore {
  public:
   static constexpr const char* kName = "rwsem";
+  // Pauses a waiter spends re-checking before it sleeps.
+  static constexpr uint32_t kSpins = 256;
 
   RwSemaphore() noexcept = default;
   RwSemaphore(const RwSemaphore&) = delete;
@@ -153,14 +152,14 @@ class RwSemaphore {
   static constexpr uint32_t kReaderBlockers = kWriterHeld | kWaitingMask;
 
   // The waiter's side of the design note, for readers and writers alike: spins
-  // kRwSemSpins pauses retrying try_enter(), then sleeps on `seq` (counted in
+  // kSpins pauses retrying try_enter(), then sleeps on `seq` (counted in
   // `sleepers`) unless the state no longer has any of the `blockers` bits; returns
   // once try_enter() succeeds.
   template <class TryEnter>
   void wait_to_enter(TryEnter try_enter, uint32_t blockers, std::atomic<uint32_t>& sleepers,
                      std::atomic<uint32_t>& seq) noexcept {
     for (;;) {
-      for (uint32_t i = 0; i < kRwSemSpins; ++i) {
+      for (uint32_t i = 0; i < kSpins; ++i) {
         if (try_enter()) return;
         cpu_relax();
       }
