@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 
@@ -24,6 +23,11 @@ std::vector<double> values_of(const std::vector<RunResult>& runs, Metric&& metri
 }
 
 double mean_of(const std::vector<double>& values) { return summarize(values).mean; }  // 0 when empty
+
+nlohmann::json comparison_json(const AbComparison& c) {
+  return {{"verdict", std::string(to_string(c.verdict))}, {"relative", c.relative}, {"ci_low", c.ci_low},
+          {"ci_high", c.ci_high}, {"p_value", c.p_value}, {"n", c.n}, {"reason", c.reason}};
+}
 
 }  // namespace
 
@@ -116,20 +120,6 @@ std::vector<TitledTable> matrix_tables(const ConfigMatrix& matrix, const std::ve
   return tables;
 }
 
-namespace {
-
-nlohmann::json comparison_json(const AbComparison& c) {
-  return {{"verdict", std::string(to_string(c.verdict))},
-          {"relative", c.relative},
-          {"ci_low", c.ci_low},
-          {"ci_high", c.ci_high},
-          {"p_value", c.p_value},
-          {"n", c.n},
-          {"reason", c.reason}};
-}
-
-}  // namespace
-
 nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<BaselineComparison>& comparisons,
                               AbMethod method, const RunOptions& options) {
   nlohmann::json j;
@@ -167,7 +157,7 @@ nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<Base
   return j;
 }
 
-bool plot_matrix(const std::string& path, const std::string& title, const ConfigMatrix& matrix, std::string& error) {
+std::vector<BarChart> matrix_charts(const ConfigMatrix& matrix) {
   std::vector<BarChart> charts;
   for (Workload workload : {Workload::kRr, Workload::kStreamTx, Workload::kStreamRx}) {
     const bool rr = workload == Workload::kRr;
@@ -193,7 +183,7 @@ bool plot_matrix(const std::string& path, const std::string& title, const Config
     charts.push_back(std::move(thu));
     charts.push_back(std::move(norm));
   }
-  return write_bar_charts(path, title + " (size/sessions; bars: mean, whiskers: 95% CI)", charts, 2, error);
+  return charts;
 }
 
 MatrixObserver matrix_progress() {

@@ -4,7 +4,6 @@
 
 #include <memory>
 #include <ostream>
-#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -57,11 +56,8 @@ VariantFigures figures(const WorkqueueDatapathCell& cell) {
 }  // namespace
 
 void validate(const WorkqueueDatapathConfig& config) {
-  if (config.queues.empty()) throw std::invalid_argument("no queue counts");
-  for (int q : config.queues) {
-    if (q < 1 || q > 1024) throw std::invalid_argument(fmt::format("queue count {} not in [1, 1024]", q));
-  }
-  if (config.paths.empty()) throw std::invalid_argument("no kick paths");
+  require_counts(config.queues, 1, 1024, "queue");
+  require(!config.paths.empty(), "no kick paths");
   validate(static_cast<const WorkqueueLoad&>(config));
 }
 
@@ -154,10 +150,9 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
 }
 
 WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig& config,
-                                                   const std::function<void(const std::string&)>& progress) {
+                                                   const LabProgress& progress) {
   validate(config);
-  WorkqueueDatapathResult result;
-  result.config = config;
+  WorkqueueDatapathResult result{config, {}};
   burn_iterations_per_ns();  // calibrate before the first measured run
   for (KickPath path : config.paths) {
     for (int queues : config.queues) {

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <memory>
 #include <ostream>
-#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -48,11 +47,11 @@ VariantFigures figures(const WorkqueueLabCell& cell) { return {&cell.throughput,
 }  // namespace
 
 void validate(const WorkqueueLoad& load) {
-  if (load.strategies.empty()) throw std::invalid_argument("no strategies");
-  if (load.runs < 1) throw std::invalid_argument("runs must be >= 1");
-  if (load.duration_ms < 1) throw std::invalid_argument("duration must be >= 1 ms");
-  if (load.work_ns < 0) throw std::invalid_argument("work must be >= 0 ns");
-  if (!load.saturate && !(load.rate > 0)) throw std::invalid_argument("rate must be > 0");
+  require(!load.strategies.empty(), "no strategies");
+  require(load.runs >= 1, "runs must be >= 1");
+  require(load.duration_ms >= 1, "duration must be >= 1 ms");
+  require(load.work_ns >= 0, "work must be >= 0 ns");
+  require(load.saturate || load.rate > 0, "rate must be > 0");
 }
 
 nlohmann::json load_json(const WorkqueueLoad& load) {
@@ -69,18 +68,8 @@ int64_t producer_interval_ns(const WorkqueueLoad& load, int producers) {
 }
 
 void validate(const WorkqueueLabConfig& config) {
-  if (config.threads.empty()) throw std::invalid_argument("no thread counts");
-  for (int t : config.threads) {
-    if (t < 1 || t > 4096) throw std::invalid_argument(fmt::format("thread count {} not in [1, 4096]", t));
-  }
+  require_counts(config.threads, 1, 4096, "thread");
   validate(static_cast<const WorkqueueLoad&>(config));
-}
-
-const WorkqueueLabCell* WorkqueueLabResult::find(int threads, EnqueueStrategy strategy) const noexcept {
-  for (const auto& cell : cells) {
-    if (cell.threads == threads && cell.strategy == strategy) return &cell;
-  }
-  return nullptr;
 }
 
 WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads, EnqueueStrategy strategy) {
@@ -135,11 +124,9 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
   return s;
 }
 
-WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
-                                     const std::function<void(const std::string&)>& progress) {
+WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config, const LabProgress& progress) {
   validate(config);
-  WorkqueueLabResult result;
-  result.config = config;
+  WorkqueueLabResult result{config, {}};
   burn_iterations_per_ns();  // calibrate before the first measured run
   for (int threads : config.threads) {
     const std::size_t first = result.cells.size();

@@ -23,20 +23,10 @@
 // handled/s and worker CPU. Each run uses a fresh Worker and fresh eventfds.
 #pragma once
 
-#include <cstdint>
-#include <functional>
-#include <iosfwd>
-#include <string>
 #include <string_view>
-#include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/base/name_table.h"
-#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
-#include "uvhost/bench/stats.h"
-#include "uvhost/sync/work_queue.h"
 
 namespace uvhost::bench::lab {
 
@@ -83,14 +73,12 @@ struct WorkqueueDatapathResult {
   uint64_t total_lost() const noexcept;
 };
 
-// Throws std::invalid_argument for an unusable configuration.
-void validate(const WorkqueueDatapathConfig& config);
+void validate(const WorkqueueDatapathConfig& config);  // as validate(WorkqueueLoad)
 
 WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfig& config, KickPath path, int queues,
                                                     sync::EnqueueStrategy strategy);
-
 WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig& config,
-                                                   const std::function<void(const std::string&)>& progress = {});
+                                                   const LabProgress& progress = {});
 
 // A strategy against the first one at the same (path, queues): kicks handled/s (higher
 // is better) and worker CPU (lower is better), with their CIs and verdicts.

@@ -11,26 +11,17 @@
 // Modes: paced (default; producers together offer `rate` queue() calls/s, sleeping to
 // absolute deadlines, so throughput is equal and CPU is the figure: "same throughput,
 // less vhost CPU") or saturating (tight loops; throughput is the figure).
-// Method: lab_engine.h (strategies interleaved); every strategy but the first is held
-// against the first (locked_wake by default) with a verdict per ratio (lab_summary.h).
-// Each run uses a fresh WorkQueue. The producer side (WorkqueueLoad, run_producers,
+// Method: lab_engine.h (strategies interleaved, a fresh WorkQueue per run); every
+// strategy but the first (locked_wake by default) is held against the first with a
+// verdict per ratio (lab_summary.h). The producer side (WorkqueueLoad, run_producers,
 // produce) is shared with the datapath half (workqueue_datapath_lab.h).
 #pragma once
 
 #include <atomic>
-#include <cstdint>
-#include <functional>
 #include <iosfwd>
-#include <string>
 #include <thread>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "uvhost/bench/cpu_time.h"
-#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/bench/stats.h"
 #include "uvhost/sync/work_queue.h"
 
 namespace uvhost::bench::lab {
@@ -46,7 +37,7 @@ struct WorkqueueLoad {
   double rate = 20000;    // paced mode: signals per second, all producers together
   int work_ns = 300;      // CPU burned by one run of a work item / handler
 };
-// Throws std::invalid_argument for an unusable load.
+// validate(): throws std::invalid_argument for an unusable load or configuration.
 void validate(const WorkqueueLoad& load);
 // The load's keys of the "config" JSON object.
 nlohmann::json load_json(const WorkqueueLoad& load);
@@ -155,19 +146,15 @@ struct WorkqueueLabCell {
 struct WorkqueueLabResult {
   WorkqueueLabConfig config;
   std::vector<WorkqueueLabCell> cells;  // threads-major, in config order
-  const WorkqueueLabCell* find(int threads, sync::EnqueueStrategy strategy) const noexcept;
+  const WorkqueueLabCell* find(int threads, sync::EnqueueStrategy strategy) const noexcept {
+    return find_cell(cells, [&](const WorkqueueLabCell& c) { return c.threads == threads && c.strategy == strategy; });
+  }
 };
 
-// Throws std::invalid_argument for an unusable configuration.
 void validate(const WorkqueueLabConfig& config);
 
-// One measured run.
-WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads,
-                                      sync::EnqueueStrategy strategy);
-
-// The whole experiment. `progress` (optional) gets one line per run.
-WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
-                                     const std::function<void(const std::string&)>& progress = {});
+WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads, sync::EnqueueStrategy strategy);
+WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config, const LabProgress& progress = {});
 
 // print_variant_sweep() (lab_summary.h) for the producer counts, then a detail table.
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out);
