@@ -99,23 +99,13 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
       }
     });
   }
-  std::vector<ProducerCounts> producer_counts(queues.size());
-
   datapath::WorkerStats before, after;
   experiments::KickTotals totals_before, totals_after;
-  const int64_t interval_ns = producer_interval_ns(config, queue_count);
-  const int64_t wall = run_producers(
-      queue_count, interval_ns, config.duration_ms,
-      [&](int i, const std::atomic<bool>& stop, int64_t first_deadline_ns) {
-        const auto k = static_cast<std::size_t>(i);
-        produce(stop, config.saturate, 16, interval_ns, first_deadline_ns, producer_counts[k],
-                [&] { signal(worker, *queues[k], path); });
-      },
+  const ProducerTotals total = run_producers(
+      config, queue_count, 16, [&](int i) { signal(worker, *queues[static_cast<std::size_t>(i)], path); },
       [&] { std::tie(before, totals_before) = std::tuple(worker.stats(), experiments::kick_totals(queues)); },
       [&] { std::tie(after, totals_after) = std::tuple(worker.stats(), experiments::kick_totals(queues)); });
 
-  ProducerCounts total;
-  for (const ProducerCounts& p : producer_counts) total += p;
   const uint64_t written = total.calls;
   // Drain: every kick written must be consumed by some handler run / on_ready (a kick
   // left in an eventfd or a pending count nobody runs for is a lost wake-up). 5 s is
@@ -133,15 +123,14 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
   const experiments::KickTotals final_totals = experiments::kick_totals(queues);
 
   WorkqueueDatapathSample s;
-  s.kicks_written_per_s = per_second(static_cast<double>(written), wall);
-  s.kicks_handled_per_s = per_second(static_cast<double>(totals_after.consumed - totals_before.consumed), wall);
-  s.handler_runs_per_s = per_second(static_cast<double>(totals_after.runs - totals_before.runs), wall);
-  s.worker_cpu_pct = 100.0 * static_cast<double>(after.queue.worker_cpu_ns - before.queue.worker_cpu_ns) /
-                     static_cast<double>(wall);
-  s.producer_cpu_pct = 100.0 * static_cast<double>(total.cpu_ns) / static_cast<double>(wall);
-  s.signal_ns = written > 0 ? static_cast<double>(total.signal_ns) / static_cast<double>(written) : 0.0;
-  s.wakeups_per_s = per_second(static_cast<double>(after.queue.wakeups - before.queue.wakeups), wall);
-  s.epoll_waits_per_s = per_second(static_cast<double>(after.epoll_waits - before.epoll_waits), wall);
+  s.kicks_written_per_s = total.per_s(written);
+  s.kicks_handled_per_s = total.per_s(totals_after.consumed - totals_before.consumed);
+  s.handler_runs_per_s = total.per_s(totals_after.runs - totals_before.runs);
+  s.worker_cpu_pct = total.cpu_pct(after.queue.worker_cpu_ns - before.queue.worker_cpu_ns);
+  s.producer_cpu_pct = total.cpu_pct(total.cpu_ns);
+  s.signal_ns = total.mean_signal_ns();
+  s.wakeups_per_s = total.per_s(after.queue.wakeups - before.queue.wakeups);
+  s.epoll_waits_per_s = total.per_s(after.epoll_waits - before.epoll_waits);
   s.kicks_written = written;
   s.kicks_consumed = final_totals.consumed;
   s.handler_runs = final_totals.runs;
