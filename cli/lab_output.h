@@ -1,25 +1,17 @@
-// lab_output.h - what the sync-level `uvhost lab` commands (iommu-lock, workqueue,
-// delegation) share on the command line: the output flags (--json FILE, --plot FILE,
-// --quiet), their progress lines, writing the files, list options of enum names and
-// bounded numbers.
-// Defined in lab.cpp.
+// lab_output.h - what the `uvhost lab` commands share on the command line: the output
+// flags (--json FILE, --plot FILE, --quiet), their progress lines, writing the files,
+// list options of enum names and bounded numbers. Defined in lab.cpp.
 //
 // Each file written prints one line naming it on stdout; on failure the lab prints
 // "uvhost lab NAME: ..." on stderr and throws CLI::RuntimeError(1).
 #pragma once
 
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "uvhost/base/name_table.h"
-#include "uvhost/bench/gnuplot.h"
-#include "uvhost/bench/lab/lab_summary.h"
+#include "uvhost/bench/lab/lab_summary.h"  // LabProgress, and gnuplot.h's BarChart
 
 namespace uvhost::cli {
 

@@ -5,17 +5,10 @@
 // interleaved, with the upstream patches' +thu% / +normalize% tables (bench/lab/config_matrix.h).
 #include <iostream>
 #include <memory>
-#include <string>
-#include <vector>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "lab_output.h"
-#include "uvhost/bench/ab_stats.h"
-#include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/lab/config_matrix.h"
-#include "uvhost/bench/workload.h"
 
 namespace uvhost::cli {
 namespace {
@@ -32,7 +25,10 @@ struct MatrixLabOptions {
   bench::RunOptions run;
 };
 
-void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
+// The subcommand of a matrix lab with the shared options; `o` holds the lab's defaults.
+CLI::App* add_matrix_lab(CLI::App& lab, const std::string& name, const std::string& help, MatrixLabOptions& o) {
+  auto& cmd = *lab.add_subcommand(name, help);
+  o.run.seconds = 1.0;
   add_names_option(cmd, "--workloads", o.workloads, bench::parse_workload,
                    [](bench::Workload w) { return bench::to_string(w); }, "rr, stream-tx, stream-rx",
                    "rr, stream-tx, stream-rx");
@@ -53,18 +49,7 @@ void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
   cmd.add_option("--uvhost", o.run.uvhost_binary, "the uvhost binary to serve with (default: this one)");
   cmd.add_option("--json", o.output.json_path, "write every run and comparison as JSON");
   cmd.add_option("--plot", o.output.plot_path, "write a plot (.png or .svg, with gnuplot)");
-}
-
-// The subcommand of a matrix lab with the shared options; `o` holds the lab's defaults.
-CLI::App* add_matrix_lab(CLI::App& lab, const std::string& name, const std::string& help, MatrixLabOptions& o) {
-  auto* cmd = lab.add_subcommand(name, help);
-  o.run.seconds = 1.0;
-  add_matrix_options(*cmd, o);
-  return cmd;
-}
-
-CLI::Option* add_busy_us_option(CLI::App& cmd, MatrixLabOptions& o, const std::string& help) {
-  return add_bounded(cmd, "--busy-us", o.busy_us, help, 1u, 1000000u);
+  return &cmd;
 }
 
 bench::Config port_config(std::string label, std::vector<std::pair<std::string, std::string>> keys) {
@@ -126,7 +111,7 @@ void add_lab_busypoll(CLI::App& lab) {
       ->delimiter(',')
       ->check(CLI::IsMember({"busy", "always", "adaptive"}))
       ->capture_default_str();
-  add_busy_us_option(*cmd, *o, "busy: the poll timeout; adaptive: its cap");
+  add_bounded(*cmd, "--busy-us", o->busy_us, "busy: the poll timeout; adaptive: its cap", 1u, 1000000u);
   cmd->callback([o, modes] {
     std::vector<bench::Config> configs{port_config("notify", {{"poll", "notify"}})};
     for (const std::string& mode : *modes) {
@@ -150,7 +135,7 @@ void add_lab_busyloop_intr(CLI::App& lab) {
                              "vhost-net busyloop exit: what ends a busy poll: any pending work (before) vs work for "
                              "this queue only (accurate), with several queues on one worker",
                              *o);
-  add_busy_us_option(*cmd, *o, "the busy-poll timeout of every queue");
+  add_bounded(*cmd, "--busy-us", o->busy_us, "the busy-poll timeout of every queue", 1u, 1000000u);
   cmd->callback([o] {
     const std::string us = std::to_string(o->busy_us);
     // workers=device: every vring of the port on one worker, so the other queues'

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "uvhost/bench/lab/lab_summary.h"
-#include "uvhost/bench/stats.h"
 
 namespace uvhost::bench::lab {
 namespace {
