@@ -167,11 +167,6 @@ WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig
   return result;
 }
 
-VariantVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell, const WorkqueueDatapathCell& base) {
-  return variant_verdicts(cell.kicks_handled_per_s, base.kicks_handled_per_s, cell.worker_cpu_pct,
-                          base.worker_cpu_pct);
-}
-
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out) {
   const auto& c = result.config;
   for (KickPath path : c.paths) {

@@ -88,10 +88,9 @@ void produce(const std::atomic<bool>& stop, bool saturate, int batch, int64_t in
   counts.cpu_ns = thread_cpu_ns() - cpu_start;
 }
 
-// Runs `count` producers, producer i calling signal(i) in produce() under the load's
-// mode, their paced phases spread over one interval: window_start() just before they are
-// let go, window_end() after the load's duration (the window ends when it returns);
-// then stops and joins them.
+// Runs `count` producers, producer i calling signal(i) in produce(), paced phases spread
+// over one interval: window_start() just before they are let go, window_end() after the
+// load's duration (the window ends when it returns); then stops and joins them.
 template <class Signal, class WindowStart, class WindowEnd>
 ProducerTotals run_producers(const WorkqueueLoad& load, int count, int batch, Signal&& signal,
                              WindowStart&& window_start, WindowEnd&& window_end) {
