@@ -195,11 +195,8 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
   j["cells"] = cells_json(result.cells, kFields, [&](const WorkqueueDatapathCell& cell, nlohmann::json& entry) {
     for (std::size_t i = 0; i < cell.samples.size(); ++i) {
       const WorkqueueDatapathSample& s = cell.samples[i];
-      nlohmann::json& sample = entry["samples"][i];
-      sample["kicks_written"] = s.kicks_written;
-      sample["kicks_consumed"] = s.kicks_consumed;
-      sample["handler_runs"] = s.handler_runs;
-      sample["lost"] = s.lost;
+      entry["samples"][i].update({{"kicks_written", s.kicks_written}, {"kicks_consumed", s.kicks_consumed},
+                                  {"handler_runs", s.handler_runs}, {"lost", s.lost}});
     }
     entry["path"] = std::string(to_string(cell.path));
     entry["queues"] = cell.queues;
