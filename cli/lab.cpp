@@ -1,4 +1,4 @@
-// lab.cpp - `uvhost lab`: one subcommand per experiment, and what the sync-level labs
+// lab.cpp - `uvhost lab`: one subcommand per experiment, and what the labs
 // share on the command line (lab_output.h).
 #include <fmt/format.h>
 

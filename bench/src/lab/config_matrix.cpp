@@ -45,10 +45,10 @@ ConfigMatrix run_config_matrix(const std::vector<Config>& configs, const std::ve
       const size_t first = (static_cast<size_t>(round) + p) % configs.size();
       for (size_t k = 0; k < configs.size(); ++k) {
         const size_t c = (first + k) % configs.size();
-        if (observer) observer({c, configs[c], p, points[p], round, rounds, done, total, nullptr});
+        if (observer) observer({configs[c], points[p], done, total, nullptr});
         RunResult result = runner(configs[c], points[p]);
         ++done;
-        if (observer) observer({c, configs[c], p, points[p], round, rounds, done, total, &result});
+        if (observer) observer({configs[c], points[p], done, total, &result});
         matrix.runs[p][c].push_back(std::move(result));
       }
     }

@@ -42,12 +42,8 @@ namespace uvhost::bench::lab {
 using PointRunner = std::function<RunResult(const Config&, const Point&)>;
 
 struct MatrixRunEvent {
-  size_t config_index = 0;
   const Config& config;
-  size_t point_index = 0;
   const Point& point;
-  int round = 0;
-  int rounds = 0;
   size_t done = 0;   // runs finished so far
   size_t total = 0;  // runs in the whole matrix
   const RunResult* result = nullptr;  // nullptr: starting
