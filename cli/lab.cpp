@@ -1,4 +1,4 @@
-// lab.cpp - `uvhost lab`: one subcommand per experiment, and what the sync-level labs
+// lab.cpp - `uvhost lab`: one subcommand per experiment, and what the labs
 // share on the command line (lab_output.h).
 #include <fmt/format.h>
 
@@ -35,14 +35,14 @@ void add_lab_run_flags(CLI::App& cmd, int& runs, int& duration_ms) {
       ->capture_default_str();
 }
 
-std::function<void(const std::string&)> lab_progress(const LabOutputFlags& flags) {
+bench::lab::LabProgress lab_progress(const LabOutputFlags& flags) {
   return [quiet = flags.quiet](const std::string& line) {
     if (!quiet) fmt::print(stderr, "  {}\n", line);
   };
 }
 
 void write_lab_outputs(std::string_view lab, const LabOutputFlags& flags, const nlohmann::json& json,
-                       const std::vector<bench::BarChart>& charts, int columns) {
+                       const std::vector<bench::BarChart>& charts, int columns, std::string_view title_note) {
   if (!flags.json_path.empty()) {
     std::ofstream file(flags.json_path);
     file << json.dump(2) << "\n";
@@ -55,7 +55,7 @@ void write_lab_outputs(std::string_view lab, const LabOutputFlags& flags, const 
   }
   if (flags.plot_path.empty()) return;
   std::string error;
-  const std::string title = fmt::format("uvhost lab {} (bars: mean, whiskers: 95% CI)", lab);
+  const std::string title = fmt::format("uvhost lab {} ({}bars: mean, whiskers: 95% CI)", lab, title_note);
   if (!bench::write_bar_charts(flags.plot_path, title, charts, columns, error)) {
     fmt::print(stderr, "uvhost lab {}: plot: {}\n", lab, error);
     throw CLI::RuntimeError(1);

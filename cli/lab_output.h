@@ -1,25 +1,17 @@
-// lab_output.h - what the sync-level `uvhost lab` commands (iommu-lock, workqueue,
-// delegation) share on the command line: the output flags (--json FILE, --plot FILE,
-// --quiet), their progress lines, writing the files, list options of enum names and
-// bounded numbers.
-// Defined in lab.cpp.
+// lab_output.h - what the `uvhost lab` commands share on the command line: the output
+// flags (--json FILE, --plot FILE, --quiet), their progress lines, writing the files,
+// list options of enum names and bounded numbers. Defined in lab.cpp.
 //
 // Each file written prints one line naming it on stdout; on failure the lab prints
 // "uvhost lab NAME: ..." on stderr and throws CLI::RuntimeError(1).
 #pragma once
 
-#include <functional>
-#include <string>
-#include <string_view>
-#include <vector>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "uvhost/base/name_table.h"
-#include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_summary.h"  // LabProgress, and gnuplot.h's BarChart
 
 namespace uvhost::cli {
 
@@ -34,13 +26,13 @@ void add_lab_output_flags(CLI::App& cmd, LabOutputFlags& flags, const std::strin
 // --runs and --duration-ms (both positive).
 void add_lab_run_flags(CLI::App& cmd, int& runs, int& duration_ms);
 // Each run's progress line on stderr ("  LINE"), unless --quiet.
-std::function<void(const std::string&)> lab_progress(const LabOutputFlags& flags);
+bench::lab::LabProgress lab_progress(const LabOutputFlags& flags);
 
 // `json` (indented) into --json's file and `charts` on one page, `columns` per row
 // (bench/gnuplot.h write_bar_charts: .svg or PNG by the extension), titled "uvhost lab
-// NAME (...)", into --plot's file; each only when asked for.
+// NAME (`title_note`bars: ...)", into --plot's file; each only when asked for.
 void write_lab_outputs(std::string_view lab, const LabOutputFlags& flags, const nlohmann::json& json,
-                       const std::vector<bench::BarChart>& charts, int columns = 2);
+                       const std::vector<bench::BarChart>& charts, int columns = 2, std::string_view title_note = "");
 
 // A comma-separated list option whose names become values: parse(name) gives the value
 // or nullopt (a usage error listing `choices`); the default shown is the values' names.
@@ -75,9 +67,9 @@ CLI::Option* add_names_option(CLI::App& cmd, const std::string& flag, std::vecto
 }
 
 // A number option in [low, high], its default shown.
-template <class T>
-CLI::Option* add_bounded(CLI::App& cmd, const std::string& flag, T& value, const std::string& description, int low,
-                         int high) {
+template <class T, class Bound = int>
+CLI::Option* add_bounded(CLI::App& cmd, const std::string& flag, T& value, const std::string& description, Bound low,
+                         Bound high) {
   return cmd.add_option(flag, value, description)->capture_default_str()->check(CLI::Range(low, high));
 }
 

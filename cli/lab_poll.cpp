@@ -3,20 +3,12 @@
 // and poll-exit configurations of a `uvhost serve` port against a
 // baseline, on the real stack (our frontend, real sockets, eventfds, worker threads),
 // interleaved, with the upstream patches' +thu% / +normalize% tables (bench/lab/config_matrix.h).
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <string>
-#include <vector>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "lab_output.h"
-#include "uvhost/bench/ab_stats.h"
-#include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/lab/config_matrix.h"
-#include "uvhost/bench/workload.h"
 
 namespace uvhost::cli {
 namespace {
@@ -27,14 +19,16 @@ struct MatrixLabOptions {
   std::vector<uint32_t> sessions;
   int runs = 5;
   std::string method = "paired-t";
-  std::string json_path;
-  std::string plot_path;
+  LabOutputFlags output;  // --json and --plot
   bool no_pin = false;
   uint32_t busy_us = 50;
   bench::RunOptions run;
 };
 
-void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
+// The subcommand of a matrix lab with the shared options; `o` holds the lab's defaults.
+CLI::App* add_matrix_lab(CLI::App& lab, const std::string& name, const std::string& help, MatrixLabOptions& o) {
+  auto& cmd = *lab.add_subcommand(name, help);
+  o.run.seconds = 1.0;
   add_names_option(cmd, "--workloads", o.workloads, bench::parse_workload,
                    [](bench::Workload w) { return bench::to_string(w); }, "rr, stream-tx, stream-rx",
                    "rr, stream-tx, stream-rx");
@@ -42,16 +36,10 @@ void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
   cmd.add_option("--sessions", o.sessions, "rr: transactions in flight; streams: flows")
       ->delimiter(',')
       ->capture_default_str();
-  cmd.add_option("--runs", o.runs, "rounds; each runs every configuration once per point")
-      ->check(CLI::Range(2, 1000))
-      ->capture_default_str();
-  cmd.add_option("--seconds", o.run.seconds, "measured seconds per run")->check(CLI::Range(0.05, 600.0))->capture_default_str();
-  cmd.add_option("--warmup", o.run.warmup_seconds, "warm-up seconds per run, not measured")
-      ->check(CLI::Range(0.0, 60.0))
-      ->capture_default_str();
-  cmd.add_option("--queues", o.run.queue_pairs, "queue pairs of the port (sessions spread over them)")
-      ->check(CLI::Range(1, 128))
-      ->capture_default_str();
+  add_bounded(cmd, "--runs", o.runs, "rounds; each runs every configuration once per point", 2, 1000);
+  add_bounded(cmd, "--seconds", o.run.seconds, "measured seconds per run", 0.05, 600.0);
+  add_bounded(cmd, "--warmup", o.run.warmup_seconds, "warm-up seconds per run, not measured", 0.0, 60.0);
+  add_bounded(cmd, "--queues", o.run.queue_pairs, "queue pairs of the port (sessions spread over them)", 1, 128);
   cmd.add_option("--method", o.method, "A/B statistics: paired-t, welch or signed-rank")
       ->check(CLI::IsMember({"paired-t", "welch", "signed-rank"}))
       ->capture_default_str();
@@ -59,20 +47,9 @@ void add_matrix_options(CLI::App& cmd, MatrixLabOptions& o) {
   cmd.add_option("--frontend-cpu", o.run.frontend_cpu, "CPU of the frontend thread")->capture_default_str();
   cmd.add_option("--backend-cpu", o.run.backend_cpu, "CPU of the backend process")->capture_default_str();
   cmd.add_option("--uvhost", o.run.uvhost_binary, "the uvhost binary to serve with (default: this one)");
-  cmd.add_option("--json", o.json_path, "write every run and comparison as JSON");
-  cmd.add_option("--plot", o.plot_path, "write a plot (.png or .svg, with gnuplot)");
-}
-
-// The subcommand of a matrix lab with the shared options; `o` holds the lab's defaults.
-CLI::App* add_matrix_lab(CLI::App& lab, const std::string& name, const std::string& help, MatrixLabOptions& o) {
-  auto* cmd = lab.add_subcommand(name, help);
-  o.run.seconds = 1.0;
-  add_matrix_options(*cmd, o);
-  return cmd;
-}
-
-CLI::Option* add_busy_us_option(CLI::App& cmd, MatrixLabOptions& o, const std::string& help) {
-  return cmd.add_option("--busy-us", o.busy_us, help)->check(CLI::Range(1u, 1000000u))->capture_default_str();
+  cmd.add_option("--json", o.output.json_path, "write every run and comparison as JSON");
+  cmd.add_option("--plot", o.output.plot_path, "write a plot (.png or .svg, with gnuplot)");
+  return &cmd;
 }
 
 bench::Config port_config(std::string label, std::vector<std::pair<std::string, std::string>> keys) {
@@ -115,22 +92,8 @@ void run_matrix_lab(const std::string& name, const std::string& intro, const std
   }
   if (*failures > 0) fmt::print("note: {} run(s) failed and were repeated (reasons on stderr)\n", *failures);
   std::cout.flush();
-  if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    out << bench::lab::matrix_to_json(matrix, comparisons, method, o.run).dump(2) << '\n';
-    if (!out) {
-      fmt::print(stderr, "uvhost lab {}: cannot write {}\n", name, o.json_path);
-      throw CLI::RuntimeError(1);
-    }
-  }
-  if (!o.plot_path.empty()) {
-    std::string error;
-    if (!bench::lab::plot_matrix(o.plot_path, "uvhost lab " + name, matrix, error)) {
-      fmt::print(stderr, "uvhost lab {}: plot: {}\n", name, error);
-      throw CLI::RuntimeError(1);
-    }
-    fmt::print("plot: {}\n", o.plot_path);
-  }
+  write_lab_outputs(name, o.output, bench::lab::matrix_to_json(matrix, comparisons, method, o.run),
+                    bench::lab::matrix_charts(matrix), 2, "size/sessions; ");
 }
 
 }  // namespace
@@ -148,7 +111,7 @@ void add_lab_busypoll(CLI::App& lab) {
       ->delimiter(',')
       ->check(CLI::IsMember({"busy", "always", "adaptive"}))
       ->capture_default_str();
-  add_busy_us_option(*cmd, *o, "busy: the poll timeout; adaptive: its cap");
+  add_bounded(*cmd, "--busy-us", o->busy_us, "busy: the poll timeout; adaptive: its cap", 1u, 1000000u);
   cmd->callback([o, modes] {
     std::vector<bench::Config> configs{port_config("notify", {{"poll", "notify"}})};
     for (const std::string& mode : *modes) {
@@ -172,7 +135,7 @@ void add_lab_busyloop_intr(CLI::App& lab) {
                              "vhost-net busyloop exit: what ends a busy poll: any pending work (before) vs work for "
                              "this queue only (accurate), with several queues on one worker",
                              *o);
-  add_busy_us_option(*cmd, *o, "the busy-poll timeout of every queue");
+  add_bounded(*cmd, "--busy-us", o->busy_us, "the busy-poll timeout of every queue", 1u, 1000000u);
   cmd->callback([o] {
     const std::string us = std::to_string(o->busy_us);
     // workers=device: every vring of the port on one worker, so the other queues'

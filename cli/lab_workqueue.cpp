@@ -4,19 +4,13 @@
 // verdict against the first strategy. The sync half measures the WorkQueue alone;
 // `--datapath` adds (and `--datapath-only` runs only) the half on the real
 // datapath::Worker, kicked through eventfds.
-#include <fmt/format.h>
-
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <string>
-#include <vector>
 
 #include "commands.h"
 #include "lab_output.h"
 #include "uvhost/bench/lab/workqueue_datapath_lab.h"
-#include "uvhost/bench/lab/workqueue_lab.h"
 
 namespace uvhost::cli {
 namespace {
@@ -28,13 +22,6 @@ struct WorkqueueOptions {
   bool with_datapath = false;
   bool datapath_only = false;
 };
-
-// The lines both halves print above their tables.
-void print_load(const bench::lab::WorkqueueLoad& load, const char* saturating, const std::string& paced) {
-  fmt::print("mode: {}\n", load.saturate ? std::string(saturating) : fmt::format("paced, {:.0f} {}", load.rate, paced));
-  fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", load.runs,
-             load.duration_ms);
-}
 
 void run_lab_workqueue(WorkqueueOptions& options) {
   const auto& config = options.config;
@@ -51,35 +38,41 @@ void run_lab_workqueue(WorkqueueOptions& options) {
   }
 
   const auto progress = lab_progress(options.output);
-  const auto end_of_runs = [&] {
+  // A half: its heading and load above its runs, then its tables; returns its result.
+  const auto run_half = [&](const std::string& heading, const char* saturating, const std::string& paced,
+                            const auto& run, const auto& print_tables) {
+    fmt::print("{}\nmode: {}\n", heading,
+               config.saturate ? std::string(saturating) : fmt::format("paced, {:.0f} {}", config.rate, paced));
+    fmt::print("{} runs x {} ms per cell, strategies interleaved; cells are mean ±95% CI\n\n", config.runs,
+               config.duration_ms);
+    const auto result = run(progress);
     if (!options.output.quiet) fmt::print(stderr, "\n");
+    print_tables(result, std::cout);
+    std::cout.flush();
+    return result;
   };
   nlohmann::json json = {{"experiment", "workqueue"}, {"seed", "000"}};  // the keys the sync half writes
   std::vector<bench::BarChart> charts;  // the sync half's, then the datapath half's
   if (run_sync) {
-    fmt::print("vhost_work_queue (the Linux vhost worker) - {} producers -> 1 worker, work item = {} ns of CPU\n",
-               fmt::join(config.threads, "/"), config.work_ns);
-    print_load(config, "saturating (producers call queue() in a loop; compare throughput)",
-               "queue() calls/s offered in total (same throughput; compare worker CPU)");
-    const bench::lab::WorkqueueLabResult result = bench::lab::run_workqueue_lab(config, progress);
-    end_of_runs();
-    bench::lab::print_workqueue_tables(result, std::cout);
-    std::cout.flush();
+    const auto result = run_half(
+        fmt::format("vhost_work_queue (the Linux vhost worker) - {} producers -> 1 worker, work item = {} ns of CPU",
+                    fmt::join(config.threads, "/"), config.work_ns),
+        "saturating (producers call queue() in a loop; compare throughput)",
+        "queue() calls/s offered in total (same throughput; compare worker CPU)",
+        [&](const auto& p) { return bench::lab::run_workqueue_lab(config, p); }, bench::lab::print_workqueue_tables);
     json = bench::lab::workqueue_lab_json(result);
     charts = bench::lab::workqueue_charts(result);
   }
 
   uint64_t lost = 0;
   if (run_datapath) {
-    fmt::print("{}vhost_work_queue on the datapath: {} queues (one producer thread each) -> 1 datapath::Worker, "
-               "handler = {} ns of CPU\n",
-               run_sync ? "\n" : "", fmt::join(dp_config.queues, "/"), dp_config.work_ns);
-    print_load(dp_config, "saturating (producers kick in a loop; compare kicks handled)",
-               "kicks/s offered in total (compare worker CPU)");
-    const bench::lab::WorkqueueDatapathResult result = bench::lab::run_workqueue_datapath_lab(dp_config, progress);
-    end_of_runs();
-    bench::lab::print_workqueue_datapath_tables(result, std::cout);
-    std::cout.flush();
+    const auto result = run_half(
+        fmt::format("{}vhost_work_queue on the datapath: {} queues (one producer thread each) -> 1 datapath::Worker, "
+                    "handler = {} ns of CPU",
+                    run_sync ? "\n" : "", fmt::join(dp_config.queues, "/"), dp_config.work_ns),
+        "saturating (producers kick in a loop; compare kicks handled)", "kicks/s offered in total (compare worker CPU)",
+        [&](const auto& p) { return bench::lab::run_workqueue_datapath_lab(dp_config, p); },
+        bench::lab::print_workqueue_datapath_tables);
     json["datapath"] = bench::lab::workqueue_datapath_json(result);
     for (auto& chart : bench::lab::workqueue_datapath_charts(result)) charts.push_back(std::move(chart));
     lost = result.total_lost();

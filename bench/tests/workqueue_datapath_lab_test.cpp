@@ -132,6 +132,10 @@ TEST(WorkqueueDatapathLab, VerdictsFollowTheRatioCiAgainstTheFirstStrategy) {
                   synthetic_cell(sync::EnqueueStrategy::kUnlockThenWake, 2000, 30),
                   synthetic_cell(sync::EnqueueStrategy::kLockless, 4000, 15)};
   const auto* base = result.find(KickPath::kInject, 4, sync::EnqueueStrategy::kLockedWake);
+  // Kicks handled/s (higher is better) and worker CPU (lower is better) against the first strategy.
+  const auto datapath_strategy_verdicts = [](const WorkqueueDatapathCell& c, const WorkqueueDatapathCell& b) {
+    return variant_verdicts(c.kicks_handled_per_s, b.kicks_handled_per_s, c.worker_cpu_pct, b.worker_cpu_pct);
+  };
   const auto lockless =
       datapath_strategy_verdicts(*result.find(KickPath::kInject, 4, sync::EnqueueStrategy::kLockless), *base);
   EXPECT_EQ(lockless.throughput.verdict, Verdict::kNoise);

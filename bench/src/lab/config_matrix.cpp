@@ -6,9 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
-#include "uvhost/bench/stats.h"
 
 namespace uvhost::bench::lab {
 namespace {
@@ -24,6 +22,11 @@ std::vector<double> values_of(const std::vector<RunResult>& runs, Metric&& metri
 }
 
 double mean_of(const std::vector<double>& values) { return summarize(values).mean; }  // 0 when empty
+
+nlohmann::json comparison_json(const AbComparison& c) {
+  return {{"verdict", std::string(to_string(c.verdict))}, {"relative", c.relative}, {"ci_low", c.ci_low},
+          {"ci_high", c.ci_high}, {"p_value", c.p_value}, {"n", c.n}, {"reason", c.reason}};
+}
 
 }  // namespace
 
@@ -42,10 +45,10 @@ ConfigMatrix run_config_matrix(const std::vector<Config>& configs, const std::ve
       const size_t first = (static_cast<size_t>(round) + p) % configs.size();
       for (size_t k = 0; k < configs.size(); ++k) {
         const size_t c = (first + k) % configs.size();
-        if (observer) observer({c, configs[c], p, points[p], round, rounds, done, total, nullptr});
+        if (observer) observer({configs[c], points[p], done, total, nullptr});
         RunResult result = runner(configs[c], points[p]);
         ++done;
-        if (observer) observer({c, configs[c], p, points[p], round, rounds, done, total, &result});
+        if (observer) observer({configs[c], points[p], done, total, &result});
         matrix.runs[p][c].push_back(std::move(result));
       }
     }
@@ -116,20 +119,6 @@ std::vector<TitledTable> matrix_tables(const ConfigMatrix& matrix, const std::ve
   return tables;
 }
 
-namespace {
-
-nlohmann::json comparison_json(const AbComparison& c) {
-  return {{"verdict", std::string(to_string(c.verdict))},
-          {"relative", c.relative},
-          {"ci_low", c.ci_low},
-          {"ci_high", c.ci_high},
-          {"p_value", c.p_value},
-          {"n", c.n},
-          {"reason", c.reason}};
-}
-
-}  // namespace
-
 nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<BaselineComparison>& comparisons,
                               AbMethod method, const RunOptions& options) {
   nlohmann::json j;
@@ -167,7 +156,7 @@ nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<Base
   return j;
 }
 
-bool plot_matrix(const std::string& path, const std::string& title, const ConfigMatrix& matrix, std::string& error) {
+std::vector<BarChart> matrix_charts(const ConfigMatrix& matrix) {
   std::vector<BarChart> charts;
   for (Workload workload : {Workload::kRr, Workload::kStreamTx, Workload::kStreamRx}) {
     const bool rr = workload == Workload::kRr;
@@ -193,7 +182,7 @@ bool plot_matrix(const std::string& path, const std::string& title, const Config
     charts.push_back(std::move(thu));
     charts.push_back(std::move(norm));
   }
-  return write_bar_charts(path, title + " (size/sessions; bars: mean, whiskers: 95% CI)", charts, 2, error);
+  return charts;
 }
 
 MatrixObserver matrix_progress() {

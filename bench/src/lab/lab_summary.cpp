@@ -9,7 +9,6 @@
 #include "uvhost/bench/ab_report.h"
 
 namespace uvhost::bench::lab {
-
 double per_second(double count, int64_t wall_ns) {
   return wall_ns > 0 ? count * 1e9 / static_cast<double>(wall_ns) : 0.0;
 }
@@ -32,15 +31,11 @@ std::string ratio_text(const BaselineRatio& r) {
   return r.verdict == Verdict::kInvalid ? std::string("-") : "×" + with_ci(r.value, r.ci95_half);
 }
 
-std::string_view better_word(Direction direction) noexcept {
-  return direction == Direction::kHigherIsBetter ? "higher" : "lower";
-}
-
 nlohmann::json ratio_json(const BaselineRatio& r) {
   return {{"value", r.value},
           {"ci95_half", r.ci95_half},
           {"verdict", std::string(to_string(r.verdict))},
-          {"better", std::string(better_word(r.direction))}};
+          {"better", r.direction == Direction::kHigherIsBetter ? "higher" : "lower"}};
 }
 
 void add_bar(BarSeries& series, const Summary& s) {

@@ -4,7 +4,6 @@
 
 #include <memory>
 #include <ostream>
-#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -57,11 +56,8 @@ VariantFigures figures(const WorkqueueDatapathCell& cell) {
 }  // namespace
 
 void validate(const WorkqueueDatapathConfig& config) {
-  if (config.queues.empty()) throw std::invalid_argument("no queue counts");
-  for (int q : config.queues) {
-    if (q < 1 || q > 1024) throw std::invalid_argument(fmt::format("queue count {} not in [1, 1024]", q));
-  }
-  if (config.paths.empty()) throw std::invalid_argument("no kick paths");
+  require_counts(config.queues, 1, 1024, "queue");
+  require(!config.paths.empty(), "no kick paths");
   validate(static_cast<const WorkqueueLoad&>(config));
 }
 
@@ -103,23 +99,13 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
       }
     });
   }
-  std::vector<ProducerCounts> producer_counts(queues.size());
-
   datapath::WorkerStats before, after;
   experiments::KickTotals totals_before, totals_after;
-  const int64_t interval_ns = producer_interval_ns(config, queue_count);
-  const int64_t wall = run_producers(
-      queue_count, interval_ns, config.duration_ms,
-      [&](int i, const std::atomic<bool>& stop, int64_t first_deadline_ns) {
-        const auto k = static_cast<std::size_t>(i);
-        produce(stop, config.saturate, 16, interval_ns, first_deadline_ns, producer_counts[k],
-                [&] { signal(worker, *queues[k], path); });
-      },
+  const ProducerTotals total = run_producers(
+      config, queue_count, 16, [&](int i) { signal(worker, *queues[static_cast<std::size_t>(i)], path); },
       [&] { std::tie(before, totals_before) = std::tuple(worker.stats(), experiments::kick_totals(queues)); },
       [&] { std::tie(after, totals_after) = std::tuple(worker.stats(), experiments::kick_totals(queues)); });
 
-  ProducerCounts total;
-  for (const ProducerCounts& p : producer_counts) total += p;
   const uint64_t written = total.calls;
   // Drain: every kick written must be consumed by some handler run / on_ready (a kick
   // left in an eventfd or a pending count nobody runs for is a lost wake-up). 5 s is
@@ -137,15 +123,14 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
   const experiments::KickTotals final_totals = experiments::kick_totals(queues);
 
   WorkqueueDatapathSample s;
-  s.kicks_written_per_s = per_second(static_cast<double>(written), wall);
-  s.kicks_handled_per_s = per_second(static_cast<double>(totals_after.consumed - totals_before.consumed), wall);
-  s.handler_runs_per_s = per_second(static_cast<double>(totals_after.runs - totals_before.runs), wall);
-  s.worker_cpu_pct = 100.0 * static_cast<double>(after.queue.worker_cpu_ns - before.queue.worker_cpu_ns) /
-                     static_cast<double>(wall);
-  s.producer_cpu_pct = 100.0 * static_cast<double>(total.cpu_ns) / static_cast<double>(wall);
-  s.signal_ns = written > 0 ? static_cast<double>(total.signal_ns) / static_cast<double>(written) : 0.0;
-  s.wakeups_per_s = per_second(static_cast<double>(after.queue.wakeups - before.queue.wakeups), wall);
-  s.epoll_waits_per_s = per_second(static_cast<double>(after.epoll_waits - before.epoll_waits), wall);
+  s.kicks_written_per_s = total.per_s(written);
+  s.kicks_handled_per_s = total.per_s(totals_after.consumed - totals_before.consumed);
+  s.handler_runs_per_s = total.per_s(totals_after.runs - totals_before.runs);
+  s.worker_cpu_pct = total.cpu_pct(after.queue.worker_cpu_ns - before.queue.worker_cpu_ns);
+  s.producer_cpu_pct = total.cpu_pct(total.cpu_ns);
+  s.signal_ns = total.mean_signal_ns();
+  s.wakeups_per_s = total.per_s(after.queue.wakeups - before.queue.wakeups);
+  s.epoll_waits_per_s = total.per_s(after.epoll_waits - before.epoll_waits);
   s.kicks_written = written;
   s.kicks_consumed = final_totals.consumed;
   s.handler_runs = final_totals.runs;
@@ -154,10 +139,9 @@ WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfi
 }
 
 WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig& config,
-                                                   const std::function<void(const std::string&)>& progress) {
+                                                   const LabProgress& progress) {
   validate(config);
-  WorkqueueDatapathResult result;
-  result.config = config;
+  WorkqueueDatapathResult result{config, {}};
   burn_iterations_per_ns();  // calibrate before the first measured run
   for (KickPath path : config.paths) {
     for (int queues : config.queues) {
@@ -181,11 +165,6 @@ WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig
     }
   }
   return result;
-}
-
-VariantVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell, const WorkqueueDatapathCell& base) {
-  return variant_verdicts(cell.kicks_handled_per_s, base.kicks_handled_per_s, cell.worker_cpu_pct,
-                          base.worker_cpu_pct);
 }
 
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out) {
@@ -216,11 +195,8 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
   j["cells"] = cells_json(result.cells, kFields, [&](const WorkqueueDatapathCell& cell, nlohmann::json& entry) {
     for (std::size_t i = 0; i < cell.samples.size(); ++i) {
       const WorkqueueDatapathSample& s = cell.samples[i];
-      nlohmann::json& sample = entry["samples"][i];
-      sample["kicks_written"] = s.kicks_written;
-      sample["kicks_consumed"] = s.kicks_consumed;
-      sample["handler_runs"] = s.handler_runs;
-      sample["lost"] = s.lost;
+      entry["samples"][i].update({{"kicks_written", s.kicks_written}, {"kicks_consumed", s.kicks_consumed},
+                                  {"handler_runs", s.handler_runs}, {"lost", s.lost}});
     }
     entry["path"] = std::string(to_string(cell.path));
     entry["queues"] = cell.queues;

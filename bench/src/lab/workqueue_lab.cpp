@@ -5,7 +5,6 @@
 #include <cmath>
 #include <memory>
 #include <ostream>
-#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -26,11 +25,6 @@ constexpr int kMaxWindowExtensionMs = 10'000;
 // every strategy - the upstream patch's "same throughput" condition.
 constexpr double kMaxOffersPerItem = 1000;
 
-struct Producer {
-  experiments::RoundRobinItems items;
-  ProducerCounts counts;
-};
-
 // The figures of a run, each summarized per cell (mean and 95% CI over the runs).
 using Field = LabField<WorkqueueRunSample, WorkqueueLabCell>;
 constexpr Field kFields[] = {
@@ -48,11 +42,11 @@ VariantFigures figures(const WorkqueueLabCell& cell) { return {&cell.throughput,
 }  // namespace
 
 void validate(const WorkqueueLoad& load) {
-  if (load.strategies.empty()) throw std::invalid_argument("no strategies");
-  if (load.runs < 1) throw std::invalid_argument("runs must be >= 1");
-  if (load.duration_ms < 1) throw std::invalid_argument("duration must be >= 1 ms");
-  if (load.work_ns < 0) throw std::invalid_argument("work must be >= 0 ns");
-  if (!load.saturate && !(load.rate > 0)) throw std::invalid_argument("rate must be > 0");
+  require(!load.strategies.empty(), "no strategies");
+  require(load.runs >= 1, "runs must be >= 1");
+  require(load.duration_ms >= 1, "duration must be >= 1 ms");
+  require(load.work_ns >= 0, "work must be >= 0 ns");
+  require(load.saturate || load.rate > 0, "rate must be > 0");
 }
 
 nlohmann::json load_json(const WorkqueueLoad& load) {
@@ -69,42 +63,25 @@ int64_t producer_interval_ns(const WorkqueueLoad& load, int producers) {
 }
 
 void validate(const WorkqueueLabConfig& config) {
-  if (config.threads.empty()) throw std::invalid_argument("no thread counts");
-  for (int t : config.threads) {
-    if (t < 1 || t > 4096) throw std::invalid_argument(fmt::format("thread count {} not in [1, 4096]", t));
-  }
+  require_counts(config.threads, 1, 4096, "thread");
   validate(static_cast<const WorkqueueLoad&>(config));
-}
-
-const WorkqueueLabCell* WorkqueueLabResult::find(int threads, EnqueueStrategy strategy) const noexcept {
-  for (const auto& cell : cells) {
-    if (cell.threads == threads && cell.strategy == strategy) return &cell;
-  }
-  return nullptr;
 }
 
 WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads, EnqueueStrategy strategy) {
   const uint64_t burn_iterations = burn_iterations_for(config.work_ns);
   sync::WorkQueue wq(strategy);
-  std::vector<std::unique_ptr<Producer>> producers;
   const double offers_per_producer = config.saturate ? 0.0 : config.rate / static_cast<double>(threads);
   const auto items_per_producer =
       static_cast<std::size_t>(std::max(1.0, std::ceil(offers_per_producer / kMaxOffersPerItem)));
+  std::vector<std::unique_ptr<experiments::RoundRobinItems>> items;  // per producer
   // burn() keeps its loop (an asm barrier), so its result needs no sink.
-  for (int i = 0; i < threads; ++i) {
-    producers.push_back(std::make_unique<Producer>(
-        Producer{{items_per_producer, [burn_iterations] { (void)burn(burn_iterations); }}, {}}));
-  }
+  for (int i = 0; i < threads; ++i)
+    items.push_back(std::make_unique<experiments::RoundRobinItems>(items_per_producer,
+                                                                   [burn_iterations] { (void)burn(burn_iterations); }));
 
   sync::WorkQueueStats before, after;
-  const int64_t interval_ns = producer_interval_ns(config, threads);
-  const int64_t wall = run_producers(
-      threads, interval_ns, config.duration_ms,
-      [&](int i, const std::atomic<bool>& stop, int64_t first_deadline_ns) {
-        Producer& p = *producers[static_cast<std::size_t>(i)];
-        produce(stop, config.saturate, 32, interval_ns, first_deadline_ns, p.counts,
-                [&] { wq.queue(p.items.next()); });
-      },
+  const ProducerTotals t = run_producers(
+      config, threads, 32, [&](int i) { wq.queue(items[static_cast<std::size_t>(i)]->next()); },
       [&] { before = wq.stats(); },
       [&] {
         after = wq.stats();
@@ -121,25 +98,20 @@ WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int thre
   wq.flush();
   wq.stop();
 
-  ProducerCounts total;
-  for (const auto& p : producers) total += p->counts;
   WorkqueueRunSample s;
-  s.offered_per_s = per_second(static_cast<double>(total.calls), wall);
-  s.throughput = per_second(static_cast<double>(after.items_run - before.items_run), wall);
-  s.worker_cpu_pct = 100.0 * static_cast<double>(after.worker_cpu_ns - before.worker_cpu_ns) /
-                     static_cast<double>(wall);
-  s.producer_cpu_pct = 100.0 * static_cast<double>(total.cpu_ns) / static_cast<double>(wall);
-  s.enqueue_ns = total.calls > 0 ? static_cast<double>(total.signal_ns) / static_cast<double>(total.calls) : 0.0;
-  s.wakeups_per_s = per_second(static_cast<double>(after.wakeups - before.wakeups), wall);
-  s.parks_per_s = per_second(static_cast<double>(after.parks - before.parks), wall);
+  s.offered_per_s = t.per_s(t.calls);
+  s.throughput = t.per_s(after.items_run - before.items_run);
+  s.worker_cpu_pct = t.cpu_pct(after.worker_cpu_ns - before.worker_cpu_ns);
+  s.producer_cpu_pct = t.cpu_pct(t.cpu_ns);
+  s.enqueue_ns = t.mean_signal_ns();
+  s.wakeups_per_s = t.per_s(after.wakeups - before.wakeups);
+  s.parks_per_s = t.per_s(after.parks - before.parks);
   return s;
 }
 
-WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
-                                     const std::function<void(const std::string&)>& progress) {
+WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config, const LabProgress& progress) {
   validate(config);
-  WorkqueueLabResult result;
-  result.config = config;
+  WorkqueueLabResult result{config, {}};
   burn_iterations_per_ns();  // calibrate before the first measured run
   for (int threads : config.threads) {
     const std::size_t first = result.cells.size();

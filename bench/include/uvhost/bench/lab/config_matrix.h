@@ -21,8 +21,8 @@
 //    (size | sessions | base thu | thu | +thu% [CI] | verdict | +normalize% [CI] |
 //    verdict | cores base -> cfg | p99 us base -> cfg).
 //  - matrix_to_json(): configs, points, every raw run, every comparison.
-//  - plot_matrix(): per workload, throughput and normalized throughput per point, one
-//    bar per configuration with its 95% CI (gnuplot.h); false with `error` on failure.
+//  - matrix_charts(): per workload, throughput and normalized throughput per point
+//    ("size/sessions"), one bar per configuration with its 95% CI (gnuplot.h).
 #pragma once
 
 #include <functional>
@@ -33,6 +33,7 @@
 
 #include "uvhost/bench/ab_stats.h"
 #include "uvhost/bench/bench_report.h"
+#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/table.h"
 #include "uvhost/bench/workload.h"
 
@@ -41,12 +42,8 @@ namespace uvhost::bench::lab {
 using PointRunner = std::function<RunResult(const Config&, const Point&)>;
 
 struct MatrixRunEvent {
-  size_t config_index = 0;
   const Config& config;
-  size_t point_index = 0;
   const Point& point;
-  int round = 0;
-  int rounds = 0;
   size_t done = 0;   // runs finished so far
   size_t total = 0;  // runs in the whole matrix
   const RunResult* result = nullptr;  // nullptr: starting
@@ -83,7 +80,7 @@ std::vector<TitledTable> matrix_tables(const ConfigMatrix& matrix, const std::ve
 nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<BaselineComparison>& comparisons,
                               AbMethod method, const RunOptions& options);
 
-bool plot_matrix(const std::string& path, const std::string& title, const ConfigMatrix& matrix, std::string& error);
+std::vector<BarChart> matrix_charts(const ConfigMatrix& matrix);
 
 // The labs' progress on stderr: one line per finished run ("[12/48] busy rr 64 x1: ...").
 MatrixObserver matrix_progress();

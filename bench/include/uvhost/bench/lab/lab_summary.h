@@ -1,26 +1,10 @@
 // lab_summary.h - what the sync-level labs (workqueue, iommu-lock, delegation) share
 // once their runs are in: per-figure summaries, each variant held against the
-// baseline with a verdict, and those as JSON and plot bars.
+// baseline with a verdict, and those as tables, JSON and plot bars.
 //
-// Contract
-// --------
-//  - LabField: one figure of a lab - its JSON name, where one run's value sits in the
-//    lab's sample struct and where its Summary sits in the lab's cell struct. A lab
-//    lists its figures once; summarize_fields() fills every Summary of a cell from
-//    cell.samples, fields_json() writes them (summaries or one sample's values).
-//  - ratio_vs_baseline(): mean(value) / mean(base) with the 95% CI of ratio_of_means
-//    (stats.h, delta method) and the verdict of that CI under ab_stats.h's rule
-//    (verdict_of_interval on ratio - 1): better / worse when the CI excludes 1, by
-//    `direction`; noise when it contains 1; invalid ("n/a") when either side has fewer
-//    than 2 runs or a mean that is not a positive finite number (no interval to judge).
-//    No new statistics: the CI is the one the labs already printed.
-//  - ratio_text(): "×0.85 ±0.04" (with_ci), or "-" when invalid; ratio_json(): value,
-//    ci95_half, verdict and which way is better ("higher" / "lower").
-//  - add_bar(): one Summary as a bar (mean) and its whisker (95% CI half-width) at the
-//    end of a gnuplot.h series.
-//  - print_variant_sweep(): the "variant vs baseline" tables of a sweep whose figures are
-//    a throughput (higher is better) and the worker's CPU (lower is better), the first
-//    variant being the baseline; field_table(): every field of every cell as "mean ±CI".
+// A LabField is one figure of a lab: its JSON name, where one run's value sits in the
+// lab's sample struct and where its Summary sits in the lab's cell struct; a lab lists
+// its figures once and the helpers below summarize, print and write them all.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +22,9 @@
 #include "uvhost/bench/table.h"
 
 namespace uvhost::bench::lab {
+
+// A lab's progress: one line per finished run (empty: no progress).
+using LabProgress = std::function<void(const std::string&)>;
 
 // Events per second over a window of wall_ns (0 for an empty window).
 double per_second(double count, int64_t wall_ns);
@@ -81,19 +68,23 @@ nlohmann::json sample_json(const Sample& sample, const Fields& fields) {
   return j;
 }
 
-// A variant against the baseline: the ratio of means with its 95% CI, and the verdict.
+// A variant against the baseline: mean(value) / mean(base) with the 95% CI of
+// ratio_of_means (stats.h, delta method), and the verdict of that CI under ab_stats.h's
+// rule (verdict_of_interval on ratio - 1): better / worse when the CI excludes 1, by
+// `direction`; noise when it contains 1; invalid ("n/a") when either side has fewer than
+// 2 runs or a mean that is not a positive finite number.
 struct BaselineRatio : Ratio {
   Verdict verdict = Verdict::kInvalid;
   Direction direction = Direction::kHigherIsBetter;
 };
-
 BaselineRatio ratio_vs_baseline(const Summary& value, const Summary& base, Direction direction);
 
+// "×0.85 ±0.04", or "-" when invalid.
 std::string ratio_text(const BaselineRatio& r);
+// value, ci95_half, verdict and which way is better ("higher" / "lower").
 nlohmann::json ratio_json(const BaselineRatio& r);
-// "higher" or "lower": which way is better.
-std::string_view better_word(Direction direction) noexcept;
 
+// One Summary as a bar (mean) with its whisker (95% CI half-width).
 void add_bar(BarSeries& series, const Summary& s);
 
 // A variant against the baseline at the same sweep point: throughput and worker CPU.

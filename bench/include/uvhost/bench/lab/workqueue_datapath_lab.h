@@ -1,10 +1,7 @@
 // workqueue_datapath_lab.h - the work-queue lab (workqueue_lab.h) on the real
-// datapath::Worker: the enqueue strategies where the datapath uses them (the datapath
-// half of `uvhost lab workqueue`).
-//
-// Q queues (1, 8, 64, 256 by default), one producer thread each, all served by ONE
-// datapath::Worker built with the strategy under test; each queue's handler burns
-// `work_ns` of CPU. Two kick paths:
+// datapath::Worker, the datapath half of `uvhost lab workqueue`: Q queues (1, 8, 64, 256
+// by default), one producer thread each, all served by ONE datapath::Worker built with
+// the strategy under test; each queue's handler burns `work_ns` of CPU. Kick paths:
 //  - eventfd (a guest kick): the producer writes the queue's kick eventfd; the Worker's
 //    epoll sees it, drains it on the worker thread and queues the handler
 //    (DeviceDatapath::on_kick). The enqueue happens on the worker itself (no contention,
@@ -14,29 +11,17 @@
 //  - inject (a host-side producer: RxInjector, the switch, another worker): the
 //    producer bumps the queue's pending count and calls Worker::queue(handler) itself
 //    (DeviceDatapath::inject): the strategy runs in the producer.
-// Counting is exactly-once: kicks written, kicks handled (eventfd counts or pending
-// exchanges consumed, so coalesced kicks are counted) and handler runs are reported
-// apart. After each window the lab waits until every kick written is consumed; what is
-// left (`lost`, a lost wake-up) must be 0. Per run also the worker's and producers'
-// CPU, the mean cost of one signal, wake-ups and epoll sleeps per second. Modes as in
-// the sync half; method: lab_engine.h, verdicts vs the first strategy for kicks
-// handled/s and worker CPU. Each run uses a fresh Worker and fresh eventfds.
+// Kicks written, kicks handled (eventfd counts or pending exchanges consumed, so
+// coalesced kicks are counted) and handler runs are counted apart, exactly once. After
+// each window the lab waits until every kick written is consumed; what is left (`lost`,
+// a lost wake-up) must be 0. Modes, method and verdicts as in the sync half, kicks
+// handled/s being the throughput; a fresh Worker and fresh eventfds per run.
 #pragma once
 
-#include <cstdint>
-#include <functional>
-#include <iosfwd>
-#include <string>
 #include <string_view>
-#include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/base/name_table.h"
-#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
-#include "uvhost/bench/stats.h"
-#include "uvhost/sync/work_queue.h"
 
 namespace uvhost::bench::lab {
 
@@ -83,19 +68,12 @@ struct WorkqueueDatapathResult {
   uint64_t total_lost() const noexcept;
 };
 
-// Throws std::invalid_argument for an unusable configuration.
-void validate(const WorkqueueDatapathConfig& config);
+void validate(const WorkqueueDatapathConfig& config);  // as validate(WorkqueueLoad)
 
 WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfig& config, KickPath path, int queues,
                                                     sync::EnqueueStrategy strategy);
-
 WorkqueueDatapathResult run_workqueue_datapath_lab(const WorkqueueDatapathConfig& config,
-                                                   const std::function<void(const std::string&)>& progress = {});
-
-// A strategy against the first one at the same (path, queues): kicks handled/s (higher
-// is better) and worker CPU (lower is better), with their CIs and verdicts.
-VariantVerdicts datapath_strategy_verdicts(const WorkqueueDatapathCell& cell,
-                                            const WorkqueueDatapathCell& base);
+                                                   const LabProgress& progress = {});
 
 // Per path: print_variant_sweep() (lab_summary.h) for the queue counts, then a detail table.
 void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std::ostream& out);

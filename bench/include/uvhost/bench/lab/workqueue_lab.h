@@ -11,26 +11,17 @@
 // Modes: paced (default; producers together offer `rate` queue() calls/s, sleeping to
 // absolute deadlines, so throughput is equal and CPU is the figure: "same throughput,
 // less vhost CPU") or saturating (tight loops; throughput is the figure).
-// Method: lab_engine.h (strategies interleaved); every strategy but the first is held
-// against the first (locked_wake by default) with a verdict per ratio (lab_summary.h).
-// Each run uses a fresh WorkQueue. The producer side (WorkqueueLoad, run_producers,
+// Method: lab_engine.h (strategies interleaved, a fresh WorkQueue per run); every
+// strategy but the first (locked_wake by default) is held against the first with a
+// verdict per ratio (lab_summary.h). The producer side (WorkqueueLoad, run_producers,
 // produce) is shared with the datapath half (workqueue_datapath_lab.h).
 #pragma once
 
 #include <atomic>
-#include <cstdint>
-#include <functional>
 #include <iosfwd>
-#include <string>
 #include <thread>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "uvhost/bench/cpu_time.h"
-#include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_engine.h"
-#include "uvhost/bench/stats.h"
 #include "uvhost/sync/work_queue.h"
 
 namespace uvhost::bench::lab {
@@ -46,22 +37,24 @@ struct WorkqueueLoad {
   double rate = 20000;    // paced mode: signals per second, all producers together
   int work_ns = 300;      // CPU burned by one run of a work item / handler
 };
-// Throws std::invalid_argument for an unusable load.
+// validate(): throws std::invalid_argument for an unusable load or configuration.
 void validate(const WorkqueueLoad& load);
 // The load's keys of the "config" JSON object.
 nlohmann::json load_json(const WorkqueueLoad& load);
 
-// One producer's counts, read after its thread is joined.
-struct ProducerCounts {
+// The paced interval between one producer's signals (0 when saturating).
+int64_t producer_interval_ns(const WorkqueueLoad& load, int producers);
+
+// What the producers of one run did, summed after their threads are joined.
+struct ProducerTotals {
   uint64_t calls = 0;
   int64_t signal_ns = 0;  // summed wall time inside signal()
   int64_t cpu_ns = 0;
-  ProducerCounts& operator+=(const ProducerCounts& other) noexcept {
-    calls += other.calls;
-    signal_ns += other.signal_ns;
-    cpu_ns += other.cpu_ns;
-    return *this;
-  }
+  int64_t wall_ns = 0;    // the measured window
+  double per_s(uint64_t count) const { return per_second(static_cast<double>(count), wall_ns); }
+  // `ns` of CPU as % of one core over the window.
+  double cpu_pct(int64_t ns) const { return 100.0 * static_cast<double>(ns) / static_cast<double>(wall_ns); }
+  double mean_signal_ns() const { return calls > 0 ? static_cast<double>(signal_ns) / static_cast<double>(calls) : 0.0; }
 };
 
 // A producer's loop until `stop`: paced (one signal() per interval_ns, sleeping to
@@ -70,7 +63,7 @@ struct ProducerCounts {
 // per batch).
 template <class Signal>
 void produce(const std::atomic<bool>& stop, bool saturate, int batch, int64_t interval_ns, int64_t first_deadline_ns,
-             ProducerCounts& counts, Signal&& signal) {
+             ProducerTotals& counts, Signal&& signal) {
   fine_timer_slack();
   const int64_t cpu_start = thread_cpu_ns();
   int64_t deadline = first_deadline_ns;
@@ -95,22 +88,25 @@ void produce(const std::atomic<bool>& stop, bool saturate, int batch, int64_t in
   counts.cpu_ns = thread_cpu_ns() - cpu_start;
 }
 
-// Runs `count` producers, body(i, stop, first_deadline_ns), their phases spread over one
-// interval: window_start() just before they are let go, window_end() after
-// duration_ms; then stops and joins them. Returns the window's wall time (up to the
-// end of window_end()).
-template <class Body, class WindowStart, class WindowEnd>
-int64_t run_producers(int count, int64_t interval_ns, int duration_ms, Body&& body, WindowStart&& window_start,
-                      WindowEnd&& window_end) {
+// Runs `count` producers, producer i calling signal(i) in produce(), paced phases spread
+// over one interval: window_start() just before they are let go, window_end() after the
+// load's duration (the window ends when it returns); then stops and joins them.
+template <class Signal, class WindowStart, class WindowEnd>
+ProducerTotals run_producers(const WorkqueueLoad& load, int count, int batch, Signal&& signal,
+                             WindowStart&& window_start, WindowEnd&& window_end) {
+  const int64_t interval_ns = producer_interval_ns(load, count);
+  std::vector<ProducerTotals> counts(static_cast<std::size_t>(count));
   std::atomic<bool> go{false};
   std::atomic<bool> stop{false};
   std::atomic<int64_t> start_ns{0};
   std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(count));
+  threads.reserve(counts.size());
   for (int i = 0; i < count; ++i) {
     threads.emplace_back([&, i] {
       go.wait(false, std::memory_order_acquire);  // acquire: pairs with the release below
-      body(i, stop, start_ns.load(std::memory_order_relaxed) + interval_ns * i / count);
+      produce(stop, load.saturate, batch, interval_ns,
+              start_ns.load(std::memory_order_relaxed) + interval_ns * i / count, counts[static_cast<std::size_t>(i)],
+              [&] { signal(i); });
     });
   }
   start_ns.store(monotonic_ns(), std::memory_order_relaxed);  // relaxed: published by go's release store
@@ -118,16 +114,19 @@ int64_t run_producers(int count, int64_t interval_ns, int duration_ms, Body&& bo
   const int64_t t0 = monotonic_ns();
   go.store(true, std::memory_order_release);
   go.notify_all();
-  std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
+  std::this_thread::sleep_for(std::chrono::milliseconds(load.duration_ms));
   window_end();
-  const int64_t wall = monotonic_ns() - t0;
+  ProducerTotals total;
+  total.wall_ns = monotonic_ns() - t0;
   stop.store(true, std::memory_order_relaxed);  // relaxed: join() below orders the results
   for (auto& t : threads) t.join();
-  return wall;
+  for (const ProducerTotals& c : counts) {
+    total.calls += c.calls;
+    total.signal_ns += c.signal_ns;
+    total.cpu_ns += c.cpu_ns;
+  }
+  return total;
 }
-
-// The paced interval between one producer's signals (0 when saturating).
-int64_t producer_interval_ns(const WorkqueueLoad& load, int producers);
 
 struct WorkqueueLabConfig : WorkqueueLoad {
   std::vector<int> threads{1, 8, 64, 256};
@@ -155,19 +154,15 @@ struct WorkqueueLabCell {
 struct WorkqueueLabResult {
   WorkqueueLabConfig config;
   std::vector<WorkqueueLabCell> cells;  // threads-major, in config order
-  const WorkqueueLabCell* find(int threads, sync::EnqueueStrategy strategy) const noexcept;
+  const WorkqueueLabCell* find(int threads, sync::EnqueueStrategy strategy) const noexcept {
+    return find_cell(cells, [&](const WorkqueueLabCell& c) { return c.threads == threads && c.strategy == strategy; });
+  }
 };
 
-// Throws std::invalid_argument for an unusable configuration.
 void validate(const WorkqueueLabConfig& config);
 
-// One measured run.
-WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads,
-                                      sync::EnqueueStrategy strategy);
-
-// The whole experiment. `progress` (optional) gets one line per run.
-WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config,
-                                     const std::function<void(const std::string&)>& progress = {});
+WorkqueueRunSample run_workqueue_once(const WorkqueueLabConfig& config, int threads, sync::EnqueueStrategy strategy);
+WorkqueueLabResult run_workqueue_lab(const WorkqueueLabConfig& config, const LabProgress& progress = {});
 
 // print_variant_sweep() (lab_summary.h) for the producer counts, then a detail table.
 void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out);
