@@ -156,18 +156,6 @@ void validate(const IommuLockLabConfig& config) {
   require(config.sample_every >= 1, "sample interval must be >= 1");
 }
 
-const IommuLockLabCell* IommuLockLabResult::find(int threads, IommuMix mix, GuardPolicy policy) const noexcept {
-  return find_cell(cells, [&](const IommuLockLabCell& c) {
-    return c.threads == threads && c.mix == mix && c.policy == policy;
-  });
-}
-
-uint64_t IommuLockLabResult::total_mismatches() const noexcept {
-  uint64_t total = 0;
-  for (const auto& cell : cells) total += cell.mismatches;
-  return total;
-}
-
 IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable& table, int threads, IommuMix mix,
                               GuardPolicy policy) {
   virtio::GuardedGuestMemory memory(policy, table.build(0));
@@ -387,21 +375,17 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
 
 std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result) {
   const IommuLockLabConfig& c = result.config;
-  std::vector<std::string> groups;
-  for (int t : c.threads) groups.push_back(count_label(t, "thread"));
-  std::vector<BarChart> charts;
-  for (IommuMix mix : c.mixes) {
-    const std::string label = mix_label(c, mix);
-    for (auto& chart : grouped_charts<IommuLockLabCell>(
-             {{fmt::format("mix {}: wall ns per translation", label), "ns (lower is better)",
-               &IommuLockLabCell::wall_ns_per_translation},
-              {fmt::format("mix {}: CPU ns per translation", label), "ns (lower is better)",
-               &IommuLockLabCell::cpu_ns_per_translation}},
-             groups, names(c.policies, sync::to_string),
-             [&](std::size_t g, std::size_t p) { return result.find(c.threads[g], mix, c.policies[p]); }))
-      charts.push_back(std::move(chart));
-  }
-  return charts;
+  return charts_per_variant<IommuLockLabCell>(
+      c.mixes, c.threads, "thread", names(c.policies, sync::to_string),
+      [&](IommuMix mix) {
+        const std::string label = mix_label(c, mix);
+        return std::vector<ChartFigure<IommuLockLabCell>>{
+            {fmt::format("mix {}: wall ns per translation", label), "ns (lower is better)",
+             &IommuLockLabCell::wall_ns_per_translation},
+            {fmt::format("mix {}: CPU ns per translation", label), "ns (lower is better)",
+             &IommuLockLabCell::cpu_ns_per_translation}};
+      },
+      [&](IommuMix mix, int threads, std::size_t p) { return result.find(threads, mix, c.policies[p]); });
 }
 
 }  // namespace uvhost::bench::lab

@@ -34,6 +34,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -168,6 +169,23 @@ const Cell* find_cell(const std::vector<Cell>& cells, Matches&& matches) noexcep
   return nullptr;
 }
 
+// A lab's result: its configuration and its cells (sweep-point-major). find(keys...)
+// is the cell whose key() equals the keys; total(counter) sums a per-cell counter.
+template <class Config, class Cell>
+struct LabResult {
+  Config config;
+  std::vector<Cell> cells;
+  template <class... Keys>
+  const Cell* find(Keys... keys) const noexcept {
+    return find_cell(cells, [&](const Cell& cell) { return cell.key() == std::tuple(keys...); });
+  }
+  uint64_t total(uint64_t Cell::*counter) const noexcept {
+    uint64_t sum = 0;
+    for (const Cell& cell : cells) sum += cell.*counter;
+    return sum;
+  }
+};
+
 // Throws Error(what) unless `ok`.
 template <class Error = std::invalid_argument>
 void require(bool ok, const std::string& what) {
@@ -202,6 +220,25 @@ std::vector<BarChart> grouped_charts(const std::vector<ChartFigure<Cell>>& figur
       chart.series.push_back(std::move(bars));
     }
     charts.push_back(std::move(chart));
+  }
+  return charts;
+}
+
+// Per outer variant (a mix, a kick path) the grouped_charts() of figures_of(outer): a
+// group per count ("4 threads" with noun "thread"), a bar per series;
+// cell_at(outer, count, series index) is a bar's cell.
+template <class Cell, class Outer, class FiguresOf, class CellAt>
+std::vector<BarChart> charts_per_variant(const std::vector<Outer>& outers, const std::vector<int>& counts,
+                                         const char* noun, const std::vector<std::string>& series,
+                                         FiguresOf&& figures_of, CellAt&& cell_at) {
+  std::vector<std::string> groups;
+  for (int count : counts) groups.push_back(count_label(count, noun));
+  std::vector<BarChart> charts;
+  for (const Outer& outer : outers) {
+    auto per_outer = grouped_charts<Cell>(figures_of(outer), groups, series, [&](std::size_t g, std::size_t s) {
+      return cell_at(outer, counts[g], s);
+    });
+    for (auto& chart : per_outer) charts.push_back(std::move(chart));
   }
   return charts;
 }

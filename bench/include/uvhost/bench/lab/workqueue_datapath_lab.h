@@ -28,12 +28,14 @@
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
 #include "uvhost/bench/stats.h"
 #include "uvhost/sync/work_queue.h"
@@ -74,13 +76,12 @@ struct WorkqueueDatapathCell {
   Summary kicks_written_per_s, kicks_handled_per_s, handler_runs_per_s, worker_cpu_pct, producer_cpu_pct, signal_ns,
       wakeups_per_s, epoll_waits_per_s;
   uint64_t lost = 0;  // over all runs
+  auto key() const noexcept { return std::tuple(path, queues, strategy); }
 };
 
-struct WorkqueueDatapathResult {
-  WorkqueueDatapathConfig config;
-  std::vector<WorkqueueDatapathCell> cells;  // path-major, then queues, then strategy
-  const WorkqueueDatapathCell* find(KickPath path, int queues, sync::EnqueueStrategy strategy) const noexcept;
-  uint64_t total_lost() const noexcept;
+// Cells path-major, then queues, then strategy; find(path, queues, strategy).
+struct WorkqueueDatapathResult : LabResult<WorkqueueDatapathConfig, WorkqueueDatapathCell> {
+  uint64_t total_lost() const noexcept { return total(&WorkqueueDatapathCell::lost); }
 };
 
 // Throws std::invalid_argument for an unusable configuration.
