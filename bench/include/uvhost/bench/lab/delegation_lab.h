@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -76,19 +75,7 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 //  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
 //  - point_charts(): the panels of delegation_charts() for any list of points.
 // record_run(): one run's figures from its raw counts (critical sections, the slowest
-// thread's, CPU and wall time); summarize_point(): every figure's Summary;
-// private_work(): the work between sections.
-// Private work between critical sections: mixing the compiler cannot drop; with
-// `objects`, touching the objects the thread holds, as a caller of kmem_cache_alloc
-// would, so their cache lines move to this core.
-inline uint64_t private_work(std::span<const uint32_t> objects, std::size_t iterations, uint64_t seed) {
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < iterations; ++i) {
-    h ^= objects.empty() ? i : objects[i % objects.size()];
-    h *= 0x100000001b3ULL;  // FNV-style mixing
-  }
-  return h;
-}
+// thread's, CPU and wall time); summarize_point(): every figure's Summary.
 void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns);
 void summarize_point(DelegationPoint& p);
 void set_vs_mutex(const std::vector<DelegationPoint*>& points);

@@ -20,8 +20,6 @@
 //    add_verdict_cells() (per figure the ratio to the baseline and its verdict) and
 //    baseline_cells() ("baseline" / "-" for the baseline itself);
 //  - find_cell(), require(), require_counts(): a lab's lookups and checks;
-//  - run_threads_for(): the measured window of a run: threads started together, told
-//    to stop after the duration, timed until the last one has finished;
 //  - burn() / burn_iterations_per_ns(): a calibrated amount of CPU work (a handler's
 //    stand-in); sleep_until_ns() / fine_timer_slack(): the paced producers' sleeps.
 #pragma once
@@ -264,34 +262,6 @@ std::vector<std::string> names(const std::vector<T>& values, NameOf&& name_of) {
   std::vector<std::string> out;
   for (const T& v : values) out.emplace_back(name_of(v));
   return out;
-}
-
-// Starts `count` threads running body(index) together, sets `stop` after `duration_ms`
-// and joins them. Returns the wall time from the start until the last thread ended
-// (finishing an operation queued behind a lock after `stop` is part of its cost);
-// cpu_ns[index] is each thread's CPU time.
-template <class Body>
-int64_t run_threads_for(std::size_t count, int duration_ms, std::atomic<bool>& stop, std::vector<int64_t>& cpu_ns,
-                        Body&& body) {
-  cpu_ns.assign(count, 0);
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  threads.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    threads.emplace_back([&, i] {
-      go.wait(false, std::memory_order_acquire);  // acquire: see the structure fully built
-      const int64_t cpu_start = thread_cpu_ns();
-      body(i);
-      cpu_ns[i] = thread_cpu_ns() - cpu_start;
-    });
-  }
-  const int64_t start = monotonic_ns();
-  go.store(true, std::memory_order_release);
-  go.notify_all();
-  std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
-  stop.store(true, std::memory_order_relaxed);  // relaxed: a hint to finish; join() orders the results
-  for (auto& t : threads) t.join();
-  return monotonic_ns() - start;
 }
 
 // Dependent arithmetic the compiler cannot drop: `iterations` steps of an LCG.
