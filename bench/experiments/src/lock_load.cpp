@@ -1,23 +1,16 @@
 // lock_load.cpp - see lock_load.h.
 #include "uvhost/experiments/lock_load.h"
 
-#include <time.h>
-
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "uvhost/experiments/packet_pool.h"
+#include "uvhost/experiments/thread_clock.h"
 #include "uvhost/sync/cpu_relax.h"
 
 namespace uvhost::experiments {
 namespace {
-
-int64_t thread_cpu_now_ns() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // What a thread counts; padded so threads never share a cache line.
 struct alignas(64) ThreadRecord {
@@ -78,18 +71,18 @@ int64_t run_threads_for(std::size_t count, int duration_ms, std::atomic<bool>& s
   for (std::size_t i = 0; i < count; ++i) {
     threads.emplace_back([&, i] {
       go.wait(false, std::memory_order_acquire);  // acquire: see the structure fully built
-      const int64_t cpu_start = thread_cpu_now_ns();
+      const int64_t cpu_start = clock_ns(CLOCK_THREAD_CPUTIME_ID);
       body(i);
-      cpu_ns[i] = thread_cpu_now_ns() - cpu_start;
+      cpu_ns[i] = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     });
   }
-  const auto start = std::chrono::steady_clock::now();
+  const int64_t start = clock_ns(CLOCK_MONOTONIC);
   go.store(true, std::memory_order_release);
   go.notify_all();
   std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
   stop.store(true, std::memory_order_relaxed);  // relaxed: a hint to finish; join() orders the results
   for (auto& t : threads) t.join();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  return clock_ns(CLOCK_MONOTONIC) - start;
 }
 
 LoadCounts run_pool_load(const PoolLoad& load, const NamedSectionLock& lock) {
