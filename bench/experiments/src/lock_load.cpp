@@ -147,38 +147,14 @@ LoadCounts run_txq_load(const TxqLoad& load, const NamedSectionLock& lock) {
   SharedTxQueue queue(load.txq_capacity, lock.make());
   std::atomic<std::size_t> workers_left{workers};
   std::atomic<uint64_t> sink{0};
-  std::vector<uint64_t> consumed(workers, 0);
-  uint64_t order_errors = 0;
+  TxqDrained drained;
   std::vector<ThreadRecord> records;
 
   // Thread `workers` is the consumer; the others are workers.
   LoadCounts s = run_recorded(workers + 1, workers, load.duration_ms, records,
                               [&](std::size_t index, ThreadRecord& r, const std::atomic<bool>& stop) {
     if (index == workers) {
-      std::vector<TxDescriptor> out(load.consumer_burst);
-      std::vector<int64_t> last_seq(workers, -1);
-      for (;;) {
-        // acquire: pairs with each worker's release when it leaves; read BEFORE the
-        // pop, so a pass that sees 0 workers left and an empty queue has seen all.
-        const bool last_pass = workers_left.load(std::memory_order_acquire) == 0;
-        const std::size_t n = queue.pop_burst(out);
-        for (std::size_t i = 0; i < n; ++i) {
-          const auto worker = static_cast<std::size_t>(out[i].cookie >> 32);
-          const auto seq = static_cast<int64_t>(out[i].cookie & 0xffffffffu);
-          if (worker >= workers || seq <= last_seq[worker]) {
-            ++order_errors;
-            continue;
-          }
-          last_seq[worker] = seq;
-          ++consumed[worker];
-        }
-        // Drain in bursts: pop again at once while pops bring descriptors back (each
-        // pop takes the lock the workers push under); an empty pop yields.
-        if (n == 0) {
-          if (last_pass) break;
-          std::this_thread::yield();  // an idle NIC queue: let the workers run
-        }
-      }
+      drained = drain_in_order(queue, workers, load.consumer_burst, workers_left);
       return;
     }
     std::vector<TxDescriptor> burst(load.batch);
@@ -219,10 +195,11 @@ LoadCounts run_txq_load(const TxqLoad& load, const NamedSectionLock& lock) {
 
   const auto stats = queue.stats();
   std::string why;
-  if (order_errors != 0) why = fmt::format("{} descriptors duplicated or out of order", order_errors);
+  if (drained.order_errors != 0)
+    why = fmt::format("{} descriptors duplicated or out of order", drained.order_errors);
   for (std::size_t w = 0; w < workers && why.empty(); ++w)
-    if (consumed[w] != records[w].items)
-      why = fmt::format("worker {}: {} accepted but {} consumed", w, records[w].items, consumed[w]);
+    if (drained.per_worker[w] != records[w].items)
+      why = fmt::format("worker {}: {} accepted but {} consumed", w, records[w].items, drained.per_worker[w]);
   if (why.empty() && (stats.accepted != s.items || stats.accepted + stats.dropped != s.offered ||
                       stats.popped != s.items || stats.size != 0 || stats.full != s.full ||
                       stats.push_bursts != s.ops))
