@@ -44,25 +44,25 @@ std::vector<std::string> datapath_lab_locks() {
 
 DatapathLabReport run_delegation_datapath_lab(const DatapathLabOptions& options, std::ostream* progress) {
   const auto& c = options.common;
-  if (options.structure != "pool" && options.structure != "txq")
-    throw std::runtime_error(fmt::format("delegation lab: unknown datapath structure '{}' (pool, txq)", options.structure));
+  const bool pool = options.structure == "pool";
+  require<std::runtime_error>(pool || options.structure == "txq",
+                              fmt::format("delegation lab: unknown datapath structure '{}' (pool, txq)",
+                                          options.structure));
   check_common(c);
-  if (options.structure == "pool" && (options.ring < 1 || options.cache_capacity < c.batch))
-    throw std::runtime_error("delegation lab: pool needs ring >= 1 and cache capacity >= batch");
-  if (options.structure == "txq" && (options.txq_capacity < 1 || options.consumer_burst < 1))
-    throw std::runtime_error("delegation lab: txq needs a capacity and a consumer burst >= 1");
+  require<std::runtime_error>(!pool || (options.ring >= 1 && options.cache_capacity >= c.batch),
+                              "delegation lab: pool needs ring >= 1 and cache capacity >= batch");
+  require<std::runtime_error>(pool || (options.txq_capacity >= 1 && options.consumer_burst >= 1),
+                              "delegation lab: txq needs a capacity and a consumer burst >= 1");
+  const auto known = delegation_lab_locks();
+  for (const auto& name : c.locks)
+    require<std::runtime_error>(std::find(known.begin(), known.end(), name) != known.end(),
+                                fmt::format("delegation lab: unknown lock '{}'", name));
   std::vector<const LockEntry*> chosen;
   for (const auto& entry : experiments::section_lock_set())
     if (c.locks.empty() || std::find(c.locks.begin(), c.locks.end(), entry.name) != c.locks.end())
       chosen.push_back(&entry);
-  for (const auto& name : c.locks) {
-    const auto known = delegation_lab_locks();
-    if (std::find(known.begin(), known.end(), name) == known.end())
-      throw std::runtime_error(fmt::format("delegation lab: unknown lock '{}'", name));
-  }
-  if (chosen.empty())
-    throw std::runtime_error(fmt::format("delegation lab: none of the locks asked for runs on '{}'", options.structure));
-
+  require<std::runtime_error>(!chosen.empty(), fmt::format("delegation lab: none of the locks asked for runs on '{}'",
+                                                          options.structure));
   DatapathLabReport report;
   report.options = options;
   report.points = run_points<DatapathPoint>(

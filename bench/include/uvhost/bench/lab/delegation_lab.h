@@ -1,18 +1,14 @@
 // delegation_lab.h - a delegation lock (the holder runs the waiters' critical
 // sections, flat-combining / ffwd style) against spinlocks and mutexes on SLAB's
-// refill/flush critical sections (experiments/slab_pool.h).
+// refill/flush critical sections (experiments/lock_load.h run_slab_load()).
 //
-// N threads each alternate a refill (take `batch` objects from the shared pool) and a
-// flush (give `batch` back) under one lock, with private work in between; each lock
-// runs `runs` times for `duration_ms`, locks rotated each run (lab_engine.h). Per lock
-// and thread count, mean and 95% CI over the runs of:
+// Each lock runs `runs` times for `duration_ms` per thread count, locks rotated each
+// run (lab_engine.h). Per lock and thread count, mean and 95% CI over the runs of:
 //  - ops/s: critical sections per second, all threads, until the last thread has
 //    finished its last operation after the stop signal (draining a queued lock counts);
 //  - ns/CS: wall time per critical section; CPU ns/CS: CPU of all threads per section;
 //  - cores: CPU used during the run; fairness: the slowest thread's ops / the mean's;
 //  - vs std::mutex: the ops/s ratio with its CI and verdict (lab_summary.h).
-// After every run the pool's invariants are checked: a lock that let two sections
-// overlap fails the lab instead of printing a number.
 #pragma once
 
 #include <cstddef>
@@ -63,8 +59,7 @@ DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std:
 
 void print_delegation_table(const DelegationLabReport& report, std::ostream& out);
 nlohmann::json to_json(const DelegationLabReport& report);
-// ops/s and CPU ns per critical section, a group per thread count, a bar per lock with
-// its 95% CI; `structure` names the panels.
+// ops/s and CPU ns per critical section, a group per thread count, a bar per lock.
 std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 
 // What both delegation labs (this one and delegation_datapath_lab.h) share:
