@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <ostream>
-#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -78,30 +77,20 @@ IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
                                       const std::function<void(const std::string&)>& progress) {
   validate(config);
   IommuTable table;
-  IommuLockLabResult result;
-  result.config = config;
-  for (int threads : config.threads) {
-    for (IommuMix mix : config.mixes) {
-      const std::size_t first = result.cells.size();
-      for (GuardPolicy policy : config.policies) {
-        auto& cell = result.cells.emplace_back();
-        std::tie(cell.threads, cell.mix, cell.policy) = std::tuple(threads, mix, policy);
-      }
-      run_cells(
-          result.cells, first, config.runs, true, kFields,
-          [&](const IommuLockLabCell& cell) { return run_iommu_once(config, table, threads, mix, cell.policy); },
-          [&](IommuLockLabCell& cell, const IommuRunSample& s, int run) {
-            cell.mismatches += s.mismatches;
-            if (progress)
-              progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
-                                   "{:.1f} ns CPU, {} updates/s, max {} ns{}",
-                                   threads, mix_label(config, mix), sync::to_string(cell.policy), run + 1,
-                                   config.runs, si(s.translations_per_s), s.wall_ns_per_translation,
-                                   s.cpu_ns_per_translation, si(s.updates_per_s), si(s.max_ns),
-                                   s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
-          });
-    }
-  }
+  IommuLockLabResult result{config, {}};
+  run_grid(
+      result.cells, config.threads, config.mixes, config.policies, config.runs, true, kFields,
+      [&](const IommuLockLabCell& c) { return run_iommu_once(config, table, c.threads, c.mix, c.policy); },
+      [&](IommuLockLabCell& c, const IommuRunSample& s, int run) {
+        c.mismatches += s.mismatches;
+        if (progress)
+          progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
+                               "{:.1f} ns CPU, {} updates/s, max {} ns{}",
+                               c.threads, mix_label(config, c.mix), sync::to_string(c.policy), run + 1, config.runs,
+                               si(s.translations_per_s), s.wall_ns_per_translation, s.cpu_ns_per_translation,
+                               si(s.updates_per_s), si(s.max_ns),
+                               s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
+      });
   return result;
 }
 
@@ -201,15 +190,13 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
                  {"duration_ms", c.duration_ms},
                  {"reads_per_update", c.reads_per_update},
                  {"sample_every", c.sample_every}};
-  j["cells"] = cells_json(result.cells, kFields, [&](const IommuLockLabCell& cell, nlohmann::json& entry) {
-    for (std::size_t i = 0; i < cell.samples.size(); ++i) {
-      const IommuRunSample& s = cell.samples[i];
-      nlohmann::json& sample = entry["samples"][i];
-      sample["translations"] = s.translations;
-      sample["updates"] = s.updates;
-      sample["mismatches"] = s.mismatches;
-      sample["latency_samples"] = s.latency_samples;
-    }
+  const auto counts = [](const IommuRunSample& s, nlohmann::json& sample) {
+    sample.update({{"translations", s.translations},
+                   {"updates", s.updates},
+                   {"mismatches", s.mismatches},
+                   {"latency_samples", s.latency_samples}});
+  };
+  j["cells"] = cells_json(result.cells, kFields, counts, [&](const IommuLockLabCell& cell, nlohmann::json& entry) {
     entry["threads"] = cell.threads;
     entry["mix"] = std::string(to_string(cell.mix));
     entry["policy"] = std::string(sync::to_string(cell.policy));
@@ -225,7 +212,7 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
       if (cell.mix == IommuMix::kMixed) entry["vs_mutex"]["updates_per_s"] = ratio_json(v.updates_per_s);
     }
   });
-  j["mismatches"] = result.total_mismatches();
+  j["mismatches"] = result.total(&IommuLockLabCell::mismatches);
   return j;
 }
 

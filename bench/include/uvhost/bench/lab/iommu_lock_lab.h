@@ -78,21 +78,20 @@ struct IommuRunSample {
   uint64_t latency_samples = 0;
 };
 
-struct IommuLockLabCell {
+struct IommuLockLabCell : LabCell<IommuRunSample> {
   int threads = 0;
   IommuMix mix = IommuMix::kMixed;
   sync::GuardPolicy policy = sync::GuardPolicy::kMutex;
-  std::vector<IommuRunSample> samples;
+  uint64_t mismatches = 0;  // over all runs
   Summary translations_per_s, wall_ns_per_translation, cpu_ns_per_translation, p999_ns, max_ns, updates_per_s,
       translations_per_update, writer_cpu_pct;
-  uint64_t mismatches = 0;  // over all runs
-  auto key() const noexcept { return std::tuple(threads, mix, policy); }
+  auto key() const noexcept { return std::tie(threads, mix, policy); }
+  auto key() noexcept { return std::tie(threads, mix, policy); }
 };
 
-// Cells threads-major, then mix, then policy (config order); find(threads, mix, policy).
-struct IommuLockLabResult : LabResult<IommuLockLabConfig, IommuLockLabCell> {
-  uint64_t total_mismatches() const noexcept { return total(&IommuLockLabCell::mismatches); }
-};
+// Cells threads-major, then mix, then policy (config order); find(threads, mix, policy),
+// total(&IommuLockLabCell::mismatches).
+using IommuLockLabResult = LabResult<IommuLockLabConfig, IommuLockLabCell>;
 
 void validate(const IommuLockLabConfig& config);  // throws std::invalid_argument
 IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable& table, int threads, IommuMix mix,

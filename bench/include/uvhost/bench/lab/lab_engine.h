@@ -66,6 +66,20 @@ void run_cells(std::vector<Cell>& cells, std::size_t first, int runs, bool rotat
   for (std::size_t k = first; k < cells.size(); ++k) summarize_fields(cells[k], fields);
 }
 
+// A two-level sweep: per (outer, inner) point, in that order, a cell per variant keyed
+// cell.key() = (outer, inner, variant), then run_cells() on that point's cells.
+template <class Cell, class Outer, class Inner, class Variant, class Fields, class RunOnce, class Progress>
+void run_grid(std::vector<Cell>& cells, const std::vector<Outer>& outers, const std::vector<Inner>& inners,
+              const std::vector<Variant>& variants, int runs, bool rotate, const Fields& fields, RunOnce&& run_once,
+              Progress&& progress) {
+  for (const Outer& outer : outers)
+    for (const Inner& inner : inners) {
+      const std::size_t first = cells.size();
+      for (const Variant& variant : variants) cells.emplace_back().key() = std::tuple(outer, inner, variant);
+      run_cells(cells, first, runs, rotate, fields, run_once, progress);
+    }
+}
+
 // A sweep whose labs keep a cell per (sweep point, variant) of their own type: per
 // sweep point, `variants` cells made by init(cell, variant, point), `runs` runs of each
 // interleaved with the order rotated, measure(cell, variant, point, run) for one run,
@@ -167,6 +181,12 @@ const Cell* find_cell(const std::vector<Cell>& cells, Matches&& matches) noexcep
   return nullptr;
 }
 
+// What every lab's cell holds beside its key and summaries: one sample per run.
+template <class Sample>
+struct LabCell {
+  std::vector<Sample> samples;
+};
+
 // A lab's result: its configuration and its cells (sweep-point-major). find(keys...)
 // is the cell whose key() equals the keys; total(counter) sums a per-cell counter.
 template <class Config, class Cell>
@@ -241,19 +261,29 @@ std::vector<BarChart> charts_per_variant(const std::vector<Outer>& outers, const
   return charts;
 }
 
-// Every cell as {field: summary..., "samples": [{field: value...}...]}, then
-// describe(cell, entry) adds the cell's keys and anything else.
-template <class Cell, class Fields, class Describe>
-nlohmann::json cells_json(const std::vector<Cell>& cells, const Fields& fields, Describe&& describe) {
+// Every cell as {field: summary..., "samples": [{field: value...}...]}, where
+// describe_sample(sample, its JSON) adds a sample's counts; then describe(cell, entry)
+// adds the cell's keys and anything else.
+template <class Cell, class Fields, class DescribeSample, class Describe>
+nlohmann::json cells_json(const std::vector<Cell>& cells, const Fields& fields, DescribeSample&& describe_sample,
+                          Describe&& describe) {
   nlohmann::json out = nlohmann::json::array();
   for (const Cell& cell : cells) {
     nlohmann::json entry = fields_json(cell, fields);
     entry["samples"] = nlohmann::json::array();
-    for (const auto& s : cell.samples) entry["samples"].push_back(sample_json(s, fields));
+    for (const auto& s : cell.samples) {
+      entry["samples"].push_back(sample_json(s, fields));
+      describe_sample(s, entry["samples"].back());
+    }
     describe(cell, entry);
     out.push_back(std::move(entry));
   }
   return out;
+}
+
+template <class Cell, class Fields, class Describe>
+nlohmann::json cells_json(const std::vector<Cell>& cells, const Fields& fields, Describe&& describe) {
+  return cells_json(cells, fields, [](const auto&, nlohmann::json&) {}, describe);
 }
 
 // Names of `values` by `name_of` (a to_string), as strings.

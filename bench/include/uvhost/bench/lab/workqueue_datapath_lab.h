@@ -68,11 +68,10 @@ struct WorkqueueDatapathSample {
   uint64_t lost = 0;               // kicks_written - kicks_consumed: must be 0
 };
 
-struct WorkqueueDatapathCell {
+struct WorkqueueDatapathCell : LabCell<WorkqueueDatapathSample> {
   KickPath path = KickPath::kEventfd;
   int queues = 0;
   sync::EnqueueStrategy strategy = sync::EnqueueStrategy::kLockless;
-  std::vector<WorkqueueDatapathSample> samples;
   Summary kicks_written_per_s, kicks_handled_per_s, handler_runs_per_s, worker_cpu_pct, producer_cpu_pct, signal_ns,
       wakeups_per_s, epoll_waits_per_s;
   uint64_t lost = 0;  // over all runs
