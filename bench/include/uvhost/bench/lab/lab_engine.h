@@ -3,16 +3,18 @@
 // Concurrency Kit's regressions: one harness, and per lab only what differs.
 //
 // A lab is a sample type (one run's figures), a run_once (one measured run of one cell)
-// and a table of fields (LabField, lab_summary.h). A cell is a sweep point (threads,
-// queues, ...) and a variant (strategy, policy, lock) with `samples` and one Summary per
-// field. The engine does the rest, the same way for every lab:
+// and a table of fields (LabField, lab_summary.h). A cell (LabCell) is a sweep point
+// (threads, queues, ...) and a variant (strategy, policy, lock) with `samples` and one
+// Summary per field; a result (LabResult) is the config and the cells. The engine does
+// the rest, the same way for every lab:
 //  - run_cells(): a group of cells (one sweep point, every variant) `runs` times,
 //    interleaved (a b c a b c) or rotated each run (a b c, b c a, ...) so drift on a
 //    shared machine hits every variant alike; each sample kept, every field summarized;
-//    run_sweep(): the same rotation for labs that keep cells of their own;
+//    run_grid(): that over a two-level sweep; run_sweep(): the same rotation for labs
+//    that keep cells of their own;
 //  - ci_text() / ci_cells(): figures as "mean ±CI" table cells;
 //  - grouped_charts(): one bar chart per figure, a group per sweep point, a bar per
-//    variant with its 95% CI (gnuplot.h);
+//    variant with its 95% CI (gnuplot.h); charts_per_variant(): those per outer variant;
 //  - cells_json(): every cell's summaries and samples, plus what the lab adds;
 //  - count_label(): "1 thread", "8 queues";
 //  - variants against the baseline, one way for every lab: baseline_matrix() (one
@@ -24,20 +26,16 @@
 //    stand-in); sleep_until_ns() / fine_timer_slack(): the paced producers' sleeps.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
