@@ -37,9 +37,8 @@ void run_lab_iommu_lock(IommuLockOptions& options) {
   std::cout.flush();
   write_lab_outputs("iommu-lock", options.output, bench::lab::iommu_lock_lab_json(result),
                     bench::lab::iommu_lock_charts(result));
-  if (result.total_mismatches() != 0) {
-    fmt::print(stderr, "uvhost lab iommu-lock: {} translations returned a wrong host address\n",
-               result.total_mismatches());
+  if (const uint64_t mismatches = result.total(&bench::lab::IommuLockLabCell::mismatches); mismatches != 0) {
+    fmt::print(stderr, "uvhost lab iommu-lock: {} translations returned a wrong host address\n", mismatches);
     throw CLI::RuntimeError(1);
   }
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 namespace uvhost::experiments {
 
@@ -69,6 +70,34 @@ std::size_t SharedTxQueue::pop_locked(std::span<TxDescriptor> out) noexcept {
   stats_.popped += n;
   ++stats_.pop_bursts;
   return n;
+}
+
+TxqDrained drain_in_order(SharedTxQueue& queue, std::size_t workers, std::size_t burst,
+                          const std::atomic<std::size_t>& workers_left) {
+  TxqDrained drained{std::vector<uint64_t>(workers, 0), 0};
+  std::vector<TxDescriptor> out(burst);
+  std::vector<int64_t> last_seq(workers, -1);
+  for (;;) {
+    // acquire: pairs with each worker's release when it leaves; read BEFORE the pop, so
+    // a pass that sees 0 workers left and an empty queue has seen every push.
+    const bool last_pass = workers_left.load(std::memory_order_acquire) == 0;
+    const std::size_t n = queue.pop_burst(out);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto worker = static_cast<std::size_t>(out[i].cookie >> 32);
+      const auto seq = static_cast<int64_t>(out[i].cookie & 0xffffffffu);
+      if (worker >= workers || seq <= last_seq[worker]) {
+        ++drained.order_errors;
+        continue;
+      }
+      last_seq[worker] = seq;
+      ++drained.per_worker[worker];
+    }
+    if (n == 0) {
+      if (last_pass) break;
+      std::this_thread::yield();  // an idle NIC queue: let the workers run
+    }
+  }
+  return drained;
 }
 
 }  // namespace uvhost::experiments

@@ -79,32 +79,8 @@ void workers_and_consumer_exactly_once(std::size_t worker_count = 12, uint32_t b
   std::vector<uint64_t> accepted(worker_count, 0), offered(worker_count, 0);
   std::atomic<std::size_t> workers_left{worker_count};
 
-  std::vector<uint64_t> consumed(worker_count, 0);
-  std::vector<int64_t> last_seq(worker_count, -1);
-  int order_errors = 0;
-  std::thread consumer([&] {
-    std::array<TxDescriptor, 32> out;
-    for (;;) {
-      // acquire: once no worker is left, the pop below sees every push (and the
-      // lock orders them anyway); checked BEFORE popping so nothing is missed.
-      const bool last_pass = workers_left.load(std::memory_order_acquire) == 0;
-      const std::size_t n = q.pop_burst(out);
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto worker = static_cast<std::size_t>(out[i].cookie >> 32);
-        const auto seq = static_cast<int64_t>(out[i].cookie & 0xffffffff);
-        if (worker >= worker_count || seq <= last_seq[worker]) {
-          ++order_errors;
-          continue;
-        }
-        last_seq[worker] = seq;
-        ++consumed[worker];
-      }
-      if (n == 0) {
-        if (last_pass) break;
-        std::this_thread::yield();
-      }
-    }
-  });
+  TxqDrained drained;
+  std::thread consumer([&] { drained = drain_in_order(q, worker_count, 32, workers_left); });
   std::vector<std::thread> workers;
   for (std::size_t w = 0; w < worker_count; ++w) {
     workers.emplace_back([&, w] {
@@ -124,10 +100,10 @@ void workers_and_consumer_exactly_once(std::size_t worker_count = 12, uint32_t b
   for (auto& t : workers) t.join();
   consumer.join();
 
-  EXPECT_EQ(order_errors, 0);
+  EXPECT_EQ(drained.order_errors, 0u);
   uint64_t total_accepted = 0, total_offered = 0;
   for (std::size_t w = 0; w < worker_count; ++w) {
-    EXPECT_EQ(consumed[w], accepted[w]) << "worker " << w;
+    EXPECT_EQ(drained.per_worker[w], accepted[w]) << "worker " << w;
     total_accepted += accepted[w];
     total_offered += offered[w];
   }

@@ -4,90 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <stdexcept>
 #include <thread>
 
 #include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/table.h"
-#include "uvhost/experiments/lock_runners.h"
-#include "uvhost/experiments/slab_pool.h"
+#include "uvhost/experiments/lock_load.h"
 
 namespace uvhost::bench::lab {
 namespace {
 
-// One run of one lock at one thread count: raw counts (record_run() makes the figures).
-struct TrialSample {
-  uint64_t ops = 0;
-  uint64_t min_ops = 0;  // the slowest thread's
-  int64_t cpu_ns = 0;
-  int64_t wall_ns = 0;
-};
-
-// What each thread records; padded so threads never share a cache line.
-struct alignas(64) ThreadRecord {
-  uint64_t ops = 0;
-  std::vector<uint32_t> cache;     // the thread's array cache, left for the invariant check
-  std::vector<uint32_t> outgoing;  // delegation-async: the batch of the flush in flight
-};
-
-template <class Runner>
-TrialSample run_trial(const DelegationLabOptions& options, int thread_count) {
-  experiments::SharedPool pool(options.pool_objects, options.objects_per_slab);
-  Runner runner;
-  std::vector<ThreadRecord> records(static_cast<std::size_t>(thread_count));
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> sink{0};
-  std::vector<int64_t> cpu_ns;
-  const int64_t wall = run_threads_for(records.size(), options.duration_ms, stop, cpu_ns, [&](std::size_t index) {
-    ThreadRecord& record = records[index];
-    record.cache.reserve(options.batch * 2);
-    uint64_t ops = 0;
-    uint64_t h = 0;
-    [[maybe_unused]] sync::Completion<void> in_flight;
-    // At least one operation, even for a thread first scheduled after `stop` (a loaded
-    // or sanitized machine): every run then has figures, as in the datapath lab.
-    // relaxed: `stop` is only a hint to finish; results are read after join().
-    do {
-      runner.run([&] { pool.refill(record.cache, options.batch); });
-      h += private_work(record.cache, options.private_work, ops);
-      if constexpr (Runner::kAsyncFlush) {
-        // Hand the batch to the lock and keep working; the previous flush must
-        // have run before its buffer is reused (one flush in flight per thread).
-        if (in_flight.valid()) in_flight.get();
-        const std::size_t n = std::min(options.batch, record.cache.size());
-        record.outgoing.assign(record.cache.end() - static_cast<std::ptrdiff_t>(n), record.cache.end());
-        record.cache.resize(record.cache.size() - n);
-        in_flight = runner.lock.submit([&pool, &record, n] { pool.flush(record.outgoing, n); });
-      } else {
-        runner.run([&] { pool.flush(record.cache, options.batch); });
-      }
-      h += private_work(record.cache, options.private_work, ops + 1);
-      ops += 2;
-    } while (!stop.load(std::memory_order_relaxed));
-    if constexpr (Runner::kAsyncFlush) {
-      if (in_flight.valid()) in_flight.get();
-    }
-    record.ops = ops;
-    sink.fetch_add(h, std::memory_order_relaxed);
-  });
-
-  std::vector<uint32_t> held;
-  TrialSample sample{0, UINT64_MAX, 0, wall};
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    held.insert(held.end(), records[i].cache.begin(), records[i].cache.end());
-    held.insert(held.end(), records[i].outgoing.begin(), records[i].outgoing.end());
-    sample.ops += records[i].ops;
-    sample.min_ops = std::min(sample.min_ops, records[i].ops);
-    sample.cpu_ns += cpu_ns[i];
-  }
-  std::string why;
-  if (!pool.check_invariants(held, why))
-    throw std::runtime_error(fmt::format("lock {} broke mutual exclusion: {}", Runner::kName, why));
-  return sample;
-}
-
-using TrialFn = TrialSample (*)(const DelegationLabOptions&, int);
+using TrialFn = experiments::LoadCounts (*)(const experiments::SlabLoad&);
 
 struct LockEntry {
   std::string name;
@@ -97,7 +24,7 @@ struct LockEntry {
 const std::vector<LockEntry>& all_locks() {
   static const std::vector<LockEntry> entries = [] {
     std::vector<LockEntry> out;
-    experiments::for_each_runner([&]<class Runner>() { out.push_back({Runner::kName, &run_trial<Runner>}); });
+    experiments::for_each_runner([&]<class Runner>() { out.push_back({Runner::kName, &experiments::run_slab_load<Runner>}); });
     return out;
   }();
   return entries;
@@ -131,7 +58,9 @@ DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std:
       options.threads, names(chosen, [](const LockEntry* e) { return e->name; }), options.runs,
       [](DelegationPoint& p) -> DelegationPoint& { return p; },
       [&](DelegationPoint& p, std::size_t i, int thread_count, int run) {
-        const TrialSample s = chosen[i]->run(options, thread_count);
+        const experiments::LoadCounts s = chosen[i]->run(
+            {{thread_count, options.duration_ms, options.batch, options.private_work}, options.pool_objects,
+             options.objects_per_slab});
         record_run(p, s.ops, s.min_ops, s.cpu_ns, s.wall_ns);
         if (progress)
           *progress << fmt::format("  threads={:<3} run {}/{} {:<16} {:>10} ops/s\n", thread_count, run + 1,

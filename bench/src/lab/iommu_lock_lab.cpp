@@ -1,127 +1,22 @@
 // iommu_lock_lab.cpp - the read-mostly mapping-table lab (see iommu_lock_lab.h).
 #include "uvhost/bench/lab/iommu_lock_lab.h"
 
-#include <time.h>
-
 #include <algorithm>
-#include <atomic>
 #include <ostream>
-#include <thread>
-#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/latency_histogram.h"
 #include "uvhost/bench/table.h"
-#include "uvhost/virtio/guarded_guest_memory.h"
+#include "uvhost/experiments/iommu_load.h"
 
 namespace uvhost::bench::lab {
 
 using sync::GuardPolicy;
 
-// ---- One run -----------------------------------------------------------------------
-
 namespace {
-
-// Translations of one reader: a power of two, cycled through.
-constexpr std::size_t kAccessesPerReader = 4096;
-
-struct alignas(64) ReaderSlot {
-  // Translations so far, published every sample_every translations for the writer.
-  std::atomic<uint64_t> published{0};
-  alignas(64) uint64_t translations = 0;
-  uint64_t mismatches = 0;
-  int64_t cpu_ns = 0;
-  LatencyHistogram histogram;
-  std::vector<IommuTable::Access> accesses;
-};
-
-struct RunShared {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::atomic<bool> stop{false};
-};
-
-void wait_for_go(const std::atomic<bool>& go) {
-  go.wait(false, std::memory_order_acquire);  // acquire: pairs with the main thread's release
-}
-
-void reader_main(const virtio::GuardedGuestMemory& memory, const IommuTable& table, ReaderSlot& slot,
-                 RunShared& shared, int sample_every) {
-  virtio::IoVector scratch(4);
-  const std::vector<IommuTable::Access>& accesses = slot.accesses;
-  // The datapath's shape: one read section per descriptor, translate, use the result.
-  auto translate = [&](const IommuTable::Access& access) {
-    return memory.read([&](const virtio::GuestMemoryMap& map) { return table.check(map, access, scratch); });
-  };
-  (void)translate(accesses[0]);  // untimed: registers this thread with liburcu (RCU)
-  // release: the main thread (acquire) opens the window only after this first read.
-  shared.ready.fetch_add(1, std::memory_order_release);
-  shared.ready.notify_all();
-  wait_for_go(shared.go);
-
-  const int64_t cpu_start = thread_cpu_ns();
-  uint64_t done = 0;
-  uint64_t bad = 0;
-  std::size_t next = 0;
-  // relaxed: a stop request only needs to be noticed eventually.
-  while (!shared.stop.load(std::memory_order_relaxed)) {
-    // One timed translation, then sample_every - 1 untimed ones.
-    const int64_t t0 = monotonic_ns();
-    bad += translate(accesses[next++ & (kAccessesPerReader - 1)]) ? 0u : 1u;
-    slot.histogram.record(static_cast<uint64_t>(monotonic_ns() - t0));
-    for (int k = 1; k < sample_every; ++k) {
-      bad += translate(accesses[next++ & (kAccessesPerReader - 1)]) ? 0u : 1u;
-    }
-    done += static_cast<uint64_t>(sample_every);
-    // relaxed: a progress count for the writer's pacing; it orders nothing.
-    slot.published.store(done, std::memory_order_relaxed);
-  }
-  slot.cpu_ns = thread_cpu_ns() - cpu_start;
-  slot.translations = done;
-  slot.mismatches = bad;
-}
-
-struct WriterResult {
-  uint64_t updates = 0;
-  int64_t cpu_ns = 0;
-};
-
-// Publishes version 1, 2, ... each time the readers together have done another
-// reads_per_update translations; sleeps in between for about the time the readers
-// need to get there.
-void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table,
-                 const std::vector<std::unique_ptr<ReaderSlot>>& slots, RunShared& shared, int reads_per_update,
-                 WriterResult& out) {
-  fine_timer_slack();
-  wait_for_go(shared.go);
-  const int64_t cpu_start = thread_cpu_ns();
-  const int64_t t0 = monotonic_ns();
-  uint64_t updates = 0;
-  while (!shared.stop.load(std::memory_order_relaxed)) {  // relaxed: see reader_main()
-    uint64_t total = 0;
-    // relaxed: progress counts only (see reader_main()).
-    for (const auto& slot : slots) total += slot->published.load(std::memory_order_relaxed);
-    const uint64_t target = (updates + 1) * static_cast<uint64_t>(reads_per_update);
-    if (total >= target) {
-      memory.replace(table.build(updates + 1));  // SET_MEM_TABLE: a new map, the old one retired
-      ++updates;
-      continue;
-    }
-    // Sleep for the readers' expected time to reach the target, 2 us .. 1 ms.
-    const int64_t elapsed = std::max<int64_t>(monotonic_ns() - t0, 1);
-    const double rate = static_cast<double>(total) / static_cast<double>(elapsed);  // per ns
-    const double wait = rate > 0 ? static_cast<double>(target - total) / rate : 1e6;
-    const auto ns = static_cast<int64_t>(std::clamp(wait, 2e3, 1e6));
-    timespec ts{0, static_cast<long>(ns)};
-    nanosleep(&ts, nullptr);
-  }
-  out.updates = updates;
-  out.cpu_ns = thread_cpu_ns() - cpu_start;
-}
 
 // The figures of a run, each summarized per cell (mean and 95% CI over the runs).
 using Field = LabField<IommuRunSample, IommuLockLabCell>;
@@ -156,77 +51,25 @@ void validate(const IommuLockLabConfig& config) {
   require(config.sample_every >= 1, "sample interval must be >= 1");
 }
 
-const IommuLockLabCell* IommuLockLabResult::find(int threads, IommuMix mix, GuardPolicy policy) const noexcept {
-  return find_cell(cells, [&](const IommuLockLabCell& c) {
-    return c.threads == threads && c.mix == mix && c.policy == policy;
-  });
-}
-
-uint64_t IommuLockLabResult::total_mismatches() const noexcept {
-  uint64_t total = 0;
-  for (const auto& cell : cells) total += cell.mismatches;
-  return total;
-}
-
 IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable& table, int threads, IommuMix mix,
                               GuardPolicy policy) {
-  virtio::GuardedGuestMemory memory(policy, table.build(0));
-  RunShared shared;
-  std::vector<std::unique_ptr<ReaderSlot>> slots;
-  slots.reserve(static_cast<std::size_t>(threads));
-  for (int i = 0; i < threads; ++i) {
-    auto slot = std::make_unique<ReaderSlot>();
-    slot->accesses = table.make_accesses(kAccessesPerReader, uint64_t{0x5eed0002} * 1000 + static_cast<uint64_t>(i));
-    slots.push_back(std::move(slot));
-  }
-
-  std::vector<std::thread> readers;
-  readers.reserve(slots.size());
-  for (auto& slot : slots) {
-    readers.emplace_back(
-        [&, s = slot.get()] { reader_main(memory, table, *s, shared, config.sample_every); });
-  }
-  // Every reader has done its untimed first read before the window opens.
-  for (int r = shared.ready.load(std::memory_order_acquire); r < threads;
-       r = shared.ready.load(std::memory_order_acquire)) {
-    shared.ready.wait(r, std::memory_order_acquire);  // acquire: pairs with the readers' release
-  }
-  WriterResult writer_result;
-  std::thread writer;
-  if (mix == IommuMix::kMixed) {
-    writer = std::thread(
-        [&] { writer_main(memory, table, slots, shared, config.reads_per_update, writer_result); });
-  }
-
-  const int64_t t0 = monotonic_ns();
-  shared.go.store(true, std::memory_order_release);  // release: the readers' accesses are built
-  shared.go.notify_all();
-  std::this_thread::sleep_for(std::chrono::milliseconds(config.duration_ms));
-  shared.stop.store(true, std::memory_order_relaxed);  // relaxed: join() below orders the results
-  const int64_t wall = monotonic_ns() - t0;
-  for (auto& t : readers) t.join();
-  if (writer.joinable()) writer.join();
-
+  const auto load = experiments::run_iommu_load<LatencyHistogram>(
+      table, policy, {threads, mix == IommuMix::kMixed, config.duration_ms, config.reads_per_update, config.sample_every});
+  const auto wall = static_cast<double>(load.wall_ns);
+  const auto translations = static_cast<double>(std::max<uint64_t>(load.translations, 1));
   IommuRunSample s;
-  LatencyHistogram histogram;
-  int64_t reader_cpu = 0;
-  for (const auto& slot : slots) {
-    s.translations += slot->translations;
-    s.mismatches += slot->mismatches;
-    reader_cpu += slot->cpu_ns;
-    histogram.merge(slot->histogram);
-  }
-  const auto translations = static_cast<double>(std::max<uint64_t>(s.translations, 1));
-  s.translations_per_s = per_second(static_cast<double>(s.translations), wall);
-  s.wall_ns_per_translation = static_cast<double>(wall) * threads / translations;
-  s.cpu_ns_per_translation = static_cast<double>(reader_cpu) / translations;
-  s.p999_ns = histogram.percentile(99.9);
-  s.max_ns = static_cast<double>(histogram.max_ns());
-  s.latency_samples = histogram.count();
-  s.updates = writer_result.updates;
-  s.updates_per_s = per_second(static_cast<double>(s.updates), wall);
+  s.translations = load.translations;
+  s.mismatches = load.mismatches;
+  s.updates = load.updates;
+  s.translations_per_s = per_second(static_cast<double>(s.translations), load.wall_ns);
+  s.wall_ns_per_translation = wall * threads / translations;
+  s.cpu_ns_per_translation = static_cast<double>(load.reader_cpu_ns) / translations;
+  s.p999_ns = load.histogram.percentile(99.9);
+  s.max_ns = static_cast<double>(load.histogram.max_ns());
+  s.latency_samples = load.histogram.count();
+  s.updates_per_s = per_second(static_cast<double>(s.updates), load.wall_ns);
   s.translations_per_update = s.updates > 0 ? static_cast<double>(s.translations) / static_cast<double>(s.updates) : 0;
-  s.writer_cpu_pct = 100.0 * static_cast<double>(writer_result.cpu_ns) / static_cast<double>(wall);
+  s.writer_cpu_pct = 100.0 * static_cast<double>(load.writer_cpu_ns) / wall;
   return s;
 }
 
@@ -234,30 +77,20 @@ IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
                                       const std::function<void(const std::string&)>& progress) {
   validate(config);
   IommuTable table;
-  IommuLockLabResult result;
-  result.config = config;
-  for (int threads : config.threads) {
-    for (IommuMix mix : config.mixes) {
-      const std::size_t first = result.cells.size();
-      for (GuardPolicy policy : config.policies) {
-        auto& cell = result.cells.emplace_back();
-        std::tie(cell.threads, cell.mix, cell.policy) = std::tuple(threads, mix, policy);
-      }
-      run_cells(
-          result.cells, first, config.runs, true, kFields,
-          [&](const IommuLockLabCell& cell) { return run_iommu_once(config, table, threads, mix, cell.policy); },
-          [&](IommuLockLabCell& cell, const IommuRunSample& s, int run) {
-            cell.mismatches += s.mismatches;
-            if (progress)
-              progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
-                                   "{:.1f} ns CPU, {} updates/s, max {} ns{}",
-                                   threads, mix_label(config, mix), sync::to_string(cell.policy), run + 1,
-                                   config.runs, si(s.translations_per_s), s.wall_ns_per_translation,
-                                   s.cpu_ns_per_translation, si(s.updates_per_s), si(s.max_ns),
-                                   s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
-          });
-    }
-  }
+  IommuLockLabResult result{config, {}};
+  run_grid(
+      result.cells, config.threads, config.mixes, config.policies, config.runs, true, kFields,
+      [&](const IommuLockLabCell& c) { return run_iommu_once(config, table, c.threads, c.mix, c.policy); },
+      [&](IommuLockLabCell& c, const IommuRunSample& s, int run) {
+        c.mismatches += s.mismatches;
+        if (progress)
+          progress(fmt::format("threads={} mix={} policy={} run {}/{}: {} translations/s, {:.1f} ns wall, "
+                               "{:.1f} ns CPU, {} updates/s, max {} ns{}",
+                               c.threads, mix_label(config, c.mix), sync::to_string(c.policy), run + 1, config.runs,
+                               si(s.translations_per_s), s.wall_ns_per_translation, s.cpu_ns_per_translation,
+                               si(s.updates_per_s), si(s.max_ns),
+                               s.mismatches ? fmt::format(", {} MISMATCHES", s.mismatches) : ""));
+      });
   return result;
 }
 
@@ -357,15 +190,13 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
                  {"duration_ms", c.duration_ms},
                  {"reads_per_update", c.reads_per_update},
                  {"sample_every", c.sample_every}};
-  j["cells"] = cells_json(result.cells, kFields, [&](const IommuLockLabCell& cell, nlohmann::json& entry) {
-    for (std::size_t i = 0; i < cell.samples.size(); ++i) {
-      const IommuRunSample& s = cell.samples[i];
-      nlohmann::json& sample = entry["samples"][i];
-      sample["translations"] = s.translations;
-      sample["updates"] = s.updates;
-      sample["mismatches"] = s.mismatches;
-      sample["latency_samples"] = s.latency_samples;
-    }
+  const auto counts = [](const IommuRunSample& s, nlohmann::json& sample) {
+    sample.update({{"translations", s.translations},
+                   {"updates", s.updates},
+                   {"mismatches", s.mismatches},
+                   {"latency_samples", s.latency_samples}});
+  };
+  j["cells"] = cells_json(result.cells, kFields, counts, [&](const IommuLockLabCell& cell, nlohmann::json& entry) {
     entry["threads"] = cell.threads;
     entry["mix"] = std::string(to_string(cell.mix));
     entry["policy"] = std::string(sync::to_string(cell.policy));
@@ -381,27 +212,23 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
       if (cell.mix == IommuMix::kMixed) entry["vs_mutex"]["updates_per_s"] = ratio_json(v.updates_per_s);
     }
   });
-  j["mismatches"] = result.total_mismatches();
+  j["mismatches"] = result.total(&IommuLockLabCell::mismatches);
   return j;
 }
 
 std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result) {
   const IommuLockLabConfig& c = result.config;
-  std::vector<std::string> groups;
-  for (int t : c.threads) groups.push_back(count_label(t, "thread"));
-  std::vector<BarChart> charts;
-  for (IommuMix mix : c.mixes) {
-    const std::string label = mix_label(c, mix);
-    for (auto& chart : grouped_charts<IommuLockLabCell>(
-             {{fmt::format("mix {}: wall ns per translation", label), "ns (lower is better)",
-               &IommuLockLabCell::wall_ns_per_translation},
-              {fmt::format("mix {}: CPU ns per translation", label), "ns (lower is better)",
-               &IommuLockLabCell::cpu_ns_per_translation}},
-             groups, names(c.policies, sync::to_string),
-             [&](std::size_t g, std::size_t p) { return result.find(c.threads[g], mix, c.policies[p]); }))
-      charts.push_back(std::move(chart));
-  }
-  return charts;
+  return charts_per_variant<IommuLockLabCell>(
+      c.mixes, c.threads, "thread", names(c.policies, sync::to_string),
+      [&](IommuMix mix) {
+        const std::string label = mix_label(c, mix);
+        return std::vector<ChartFigure<IommuLockLabCell>>{
+            {fmt::format("mix {}: wall ns per translation", label), "ns (lower is better)",
+             &IommuLockLabCell::wall_ns_per_translation},
+            {fmt::format("mix {}: CPU ns per translation", label), "ns (lower is better)",
+             &IommuLockLabCell::cpu_ns_per_translation}};
+      },
+      [&](IommuMix mix, int threads, std::size_t p) { return result.find(threads, mix, c.policies[p]); });
 }
 
 }  // namespace uvhost::bench::lab

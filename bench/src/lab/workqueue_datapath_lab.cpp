@@ -61,20 +61,6 @@ void validate(const WorkqueueDatapathConfig& config) {
   validate(static_cast<const WorkqueueLoad&>(config));
 }
 
-const WorkqueueDatapathCell* WorkqueueDatapathResult::find(KickPath path, int queues,
-                                                           EnqueueStrategy strategy) const noexcept {
-  for (const auto& cell : cells) {
-    if (cell.path == path && cell.queues == queues && cell.strategy == strategy) return &cell;
-  }
-  return nullptr;
-}
-
-uint64_t WorkqueueDatapathResult::total_lost() const noexcept {
-  uint64_t total = 0;
-  for (const auto& cell : cells) total += cell.lost;
-  return total;
-}
-
 WorkqueueDatapathSample run_workqueue_datapath_once(const WorkqueueDatapathConfig& config, KickPath path,
                                                     int queue_count, EnqueueStrategy strategy) {
   const uint64_t burn_iterations = burn_iterations_for(config.work_ns);
@@ -215,19 +201,15 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
 
 std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& result) {
   const auto& c = result.config;
-  std::vector<std::string> groups;
-  for (int queues : c.queues) groups.push_back(count_label(queues, "queue"));
-  std::vector<BarChart> charts;
-  for (KickPath path : c.paths) {
-    const std::string prefix = fmt::format("datapath Worker, {} kicks: ", to_string(path));
-    for (auto& chart : grouped_charts<WorkqueueDatapathCell>(
-             {{prefix + "kicks handled", "kicks per second", &WorkqueueDatapathCell::kicks_handled_per_s},
-              {prefix + "worker CPU", "% of one core (lower is better)", &WorkqueueDatapathCell::worker_cpu_pct}},
-             groups, names(c.strategies, sync::to_string),
-             [&](std::size_t g, std::size_t s) { return result.find(path, c.queues[g], c.strategies[s]); }))
-      charts.push_back(std::move(chart));
-  }
-  return charts;
+  return charts_per_variant<WorkqueueDatapathCell>(
+      c.paths, c.queues, "queue", names(c.strategies, sync::to_string),
+      [](KickPath path) {
+        const std::string prefix = fmt::format("datapath Worker, {} kicks: ", to_string(path));
+        return std::vector<ChartFigure<WorkqueueDatapathCell>>{
+            {prefix + "kicks handled", "kicks per second", &WorkqueueDatapathCell::kicks_handled_per_s},
+            {prefix + "worker CPU", "% of one core (lower is better)", &WorkqueueDatapathCell::worker_cpu_pct}};
+      },
+      [&](KickPath path, int queues, std::size_t s) { return result.find(path, queues, c.strategies[s]); });
 }
 
 }  // namespace uvhost::bench::lab

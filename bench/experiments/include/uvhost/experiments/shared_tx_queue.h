@@ -46,6 +46,7 @@
 // taken once per burst, not per packet.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -105,5 +106,16 @@ class SharedTxQueue {
   std::size_t count_ = 0;  // descriptors queued
   SharedTxQueueStats stats_;
 };
+
+// One consumer draining `queue` in bursts of up to `burst` until `workers_left` is 0
+// and the queue is empty (popping again at once while pops bring descriptors back,
+// yielding on an empty pop), checking that each worker's descriptors (cookie =
+// worker << 32 | sequence number) arrive once and in order.
+struct TxqDrained {
+  std::vector<uint64_t> per_worker;  // descriptors consumed
+  uint64_t order_errors = 0;         // duplicated, out of order or from no known worker
+};
+TxqDrained drain_in_order(SharedTxQueue& queue, std::size_t workers, std::size_t burst,
+                          const std::atomic<std::size_t>& workers_left);
 
 }  // namespace uvhost::experiments

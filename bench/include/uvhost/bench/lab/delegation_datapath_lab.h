@@ -1,30 +1,15 @@
 // delegation_datapath_lab.h - the delegation lab (delegation_lab.h) inside the packet
-// structures where a delegation lock applies (bench/experiments/; `uvhost lab
-// delegation --structure pool|txq`), under the same protocol and figures.
-//
-//  - "pool": experiments::PacketPool (per-thread caches of `cache_capacity`, refilled /
-//    flushed `batch` at a time under the lock). Each thread models a queue posting
-//    `ring` receive buffers and completing them: it gets `ring` buffers (stamping each
-//    with its owner), checks each stamp and puts them back; with ring > cache_capacity
-//    its cache refills and flushes about (ring - cache_capacity) / batch times a cycle,
-//    as when buffers are freed elsewhere. An op is one refill or flush section. After
-//    each run: every buffer back exactly once, no stamp overwritten (no buffer handed
-//    out twice).
-//  - "txq": experiments::SharedTxQueue (`txq_capacity` descriptors) shared by all the
-//    workers, and one consumer popping bursts of up to `consumer_burst` under the same
-//    lock (popping again at once while pops come back full). Each worker pushes bursts
-//    of `batch` descriptors (worker id + sequence number) in one section; on a full
-//    queue it keeps the rest, backs off (spin, yield, then a growing sleep) and retries,
-//    as a TX path under backpressure does, dropping what still does not fit after
-//    `txq_retries` retries (0: drop at once, which made ops/s time the drop path). An
-//    op is one push section, try or retry; the consumer's CPU counts in CPU ns/CS. The
-//    throughput is accepted descriptors/s (pkts/s) with its own ratio to std::mutex,
-//    beside the saturation figures (dropped, pushes that found it full, retries per
-//    burst, bursts that lost descriptors). After each run: every accepted descriptor
-//    popped exactly once, each worker's in order, accepted + dropped == offered.
-// Every thread completes at least one cycle or burst, even one first scheduled after
-// the stop signal, so every thread has figures. "delegation-async" is skipped: the
-// structures take their lock through experiments::SectionLock, which is synchronous.
+// structures where a delegation lock applies (`uvhost lab delegation --structure
+// pool|txq`), under the same protocol and figures; the loads are experiments/lock_load.h's
+// run_pool_load() and run_txq_load().
+//  - "pool": an op is one refill or flush section of a thread's PacketPool cache; items
+//    are buffers got.
+//  - "txq": an op is one push section, try or retry; the consumer's CPU counts in CPU
+//    ns/CS. The throughput is accepted descriptors/s (pkts/s) with its own ratio to
+//    std::mutex, beside the saturation figures (dropped, pushes that found the queue
+//    full, retries per burst, bursts that lost descriptors).
+// "delegation-async" is skipped: the structures take their lock through
+// experiments::SectionLock, which is synchronous.
 #pragma once
 
 #include <cstddef>

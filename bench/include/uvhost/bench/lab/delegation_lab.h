@@ -1,25 +1,20 @@
 // delegation_lab.h - a delegation lock (the holder runs the waiters' critical
 // sections, flat-combining / ffwd style) against spinlocks and mutexes on SLAB's
-// refill/flush critical sections (experiments/slab_pool.h).
+// refill/flush critical sections (experiments/lock_load.h run_slab_load()).
 //
-// N threads each alternate a refill (take `batch` objects from the shared pool) and a
-// flush (give `batch` back) under one lock, with private work in between; each lock
-// runs `runs` times for `duration_ms`, locks rotated each run (lab_engine.h). Per lock
-// and thread count, mean and 95% CI over the runs of:
+// Each lock runs `runs` times for `duration_ms` per thread count, locks rotated each
+// run (lab_engine.h). Per lock and thread count, mean and 95% CI over the runs of:
 //  - ops/s: critical sections per second, all threads, until the last thread has
 //    finished its last operation after the stop signal (draining a queued lock counts);
 //  - ns/CS: wall time per critical section; CPU ns/CS: CPU of all threads per section;
 //  - cores: CPU used during the run; fairness: the slowest thread's ops / the mean's;
 //  - vs std::mutex: the ops/s ratio with its CI and verdict (lab_summary.h).
-// After every run the pool's invariants are checked: a lock that let two sections
-// overlap fails the lab instead of printing a number.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -64,8 +59,7 @@ DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std:
 
 void print_delegation_table(const DelegationLabReport& report, std::ostream& out);
 nlohmann::json to_json(const DelegationLabReport& report);
-// ops/s and CPU ns per critical section, a group per thread count, a bar per lock with
-// its 95% CI; `structure` names the panels.
+// ops/s and CPU ns per critical section, a group per thread count, a bar per lock.
 std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 
 // What both delegation labs (this one and delegation_datapath_lab.h) share:
@@ -76,19 +70,7 @@ std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
 //  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
 //  - point_charts(): the panels of delegation_charts() for any list of points.
 // record_run(): one run's figures from its raw counts (critical sections, the slowest
-// thread's, CPU and wall time); summarize_point(): every figure's Summary;
-// private_work(): the work between sections.
-// Private work between critical sections: mixing the compiler cannot drop; with
-// `objects`, touching the objects the thread holds, as a caller of kmem_cache_alloc
-// would, so their cache lines move to this core.
-inline uint64_t private_work(std::span<const uint32_t> objects, std::size_t iterations, uint64_t seed) {
-  uint64_t h = seed;
-  for (std::size_t i = 0; i < iterations; ++i) {
-    h ^= objects.empty() ? i : objects[i % objects.size()];
-    h *= 0x100000001b3ULL;  // FNV-style mixing
-  }
-  return h;
-}
+// thread's, CPU and wall time); summarize_point(): every figure's Summary.
 void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns);
 void summarize_point(DelegationPoint& p);
 void set_vs_mutex(const std::vector<DelegationPoint*>& points);

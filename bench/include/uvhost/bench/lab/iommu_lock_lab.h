@@ -29,12 +29,14 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
 #include "uvhost/experiments/iommu_table.h"
@@ -76,36 +78,30 @@ struct IommuRunSample {
   uint64_t latency_samples = 0;
 };
 
-struct IommuLockLabCell {
+struct IommuLockLabCell : LabCell<IommuRunSample> {
   int threads = 0;
   IommuMix mix = IommuMix::kMixed;
   sync::GuardPolicy policy = sync::GuardPolicy::kMutex;
-  std::vector<IommuRunSample> samples;
+  uint64_t mismatches = 0;  // over all runs
   Summary translations_per_s, wall_ns_per_translation, cpu_ns_per_translation, p999_ns, max_ns, updates_per_s,
       translations_per_update, writer_cpu_pct;
-  uint64_t mismatches = 0;  // over all runs
+  auto key() const noexcept { return std::tie(threads, mix, policy); }
+  auto key() noexcept { return std::tie(threads, mix, policy); }
 };
 
-struct IommuLockLabResult {
-  IommuLockLabConfig config;
-  std::vector<IommuLockLabCell> cells;  // threads-major, then mix, then policy (config order)
-  const IommuLockLabCell* find(int threads, IommuMix mix, sync::GuardPolicy policy) const noexcept;
-  uint64_t total_mismatches() const noexcept;
-};
+// Cells threads-major, then mix, then policy (config order); find(threads, mix, policy),
+// total(&IommuLockLabCell::mismatches).
+using IommuLockLabResult = LabResult<IommuLockLabConfig, IommuLockLabCell>;
 
-// Throws std::invalid_argument for an unusable configuration.
-void validate(const IommuLockLabConfig& config);
-
+void validate(const IommuLockLabConfig& config);  // throws std::invalid_argument
 IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable& table, int threads, IommuMix mix,
                               sync::GuardPolicy policy);
 
 IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
                                       const std::function<void(const std::string&)>& progress = {});
 
-// A policy against the mutex at the same (threads, mix) (lab_summary.h
-// ratio_vs_baseline: the ratio_of_means CI and its verdict): wall and CPU ns per
-// translation (lower is better), translations/s (higher is better) and, for the mix,
-// the writer's achieved updates/s (higher is better: the writer kept up).
+// A policy against the mutex at the same (threads, mix): ns per translation (lower is
+// better), translations/s and, for the mix, the writer's updates/s (higher is better).
 struct IommuVsMutex {
   BaselineRatio wall_ns, cpu_ns, translations_per_s, updates_per_s;
 };
@@ -116,8 +112,7 @@ IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell
 // mutex (ns per translation and, for the mix, updates/s), then a detail table.
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out);
 
-// Per mix: wall and CPU ns per translation, a group per thread count, a bar per policy
-// with its 95% CI (for write_bar_charts, two columns).
+// Per mix: wall and CPU ns per translation, a group per thread count, a bar per policy.
 std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result);
 
 nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result);

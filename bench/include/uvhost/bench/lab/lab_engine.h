@@ -3,16 +3,18 @@
 // Concurrency Kit's regressions: one harness, and per lab only what differs.
 //
 // A lab is a sample type (one run's figures), a run_once (one measured run of one cell)
-// and a table of fields (LabField, lab_summary.h). A cell is a sweep point (threads,
-// queues, ...) and a variant (strategy, policy, lock) with `samples` and one Summary per
-// field. The engine does the rest, the same way for every lab:
+// and a table of fields (LabField, lab_summary.h). A cell (LabCell) is a sweep point
+// (threads, queues, ...) and a variant (strategy, policy, lock) with `samples` and one
+// Summary per field; a result (LabResult) is the config and the cells. The engine does
+// the rest, the same way for every lab:
 //  - run_cells(): a group of cells (one sweep point, every variant) `runs` times,
 //    interleaved (a b c a b c) or rotated each run (a b c, b c a, ...) so drift on a
 //    shared machine hits every variant alike; each sample kept, every field summarized;
-//    run_sweep(): the same rotation for labs that keep cells of their own;
+//    run_grid(): that over a two-level sweep; run_sweep(): the same rotation for labs
+//    that keep cells of their own;
 //  - ci_text() / ci_cells(): figures as "mean ±CI" table cells;
 //  - grouped_charts(): one bar chart per figure, a group per sweep point, a bar per
-//    variant with its 95% CI (gnuplot.h);
+//    variant with its 95% CI (gnuplot.h); charts_per_variant(): those per outer variant;
 //  - cells_json(): every cell's summaries and samples, plus what the lab adds;
 //  - count_label(): "1 thread", "8 queues";
 //  - variants against the baseline, one way for every lab: baseline_matrix() (one
@@ -20,25 +22,20 @@
 //    add_verdict_cells() (per figure the ratio to the baseline and its verdict) and
 //    baseline_cells() ("baseline" / "-" for the baseline itself);
 //  - find_cell(), require(), require_counts(): a lab's lookups and checks;
-//  - run_threads_for(): the measured window of a run: threads started together, told
-//    to stop after the duration, timed until the last one has finished;
 //  - burn() / burn_iterations_per_ns(): a calibrated amount of CPU work (a handler's
 //    stand-in); sleep_until_ns() / fine_timer_slack(): the paced producers' sleeps.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
-#include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
@@ -65,6 +62,20 @@ void run_cells(std::vector<Cell>& cells, std::size_t first, int runs, bool rotat
     progress(cell, cell.samples.back(), run);
   });
   for (std::size_t k = first; k < cells.size(); ++k) summarize_fields(cells[k], fields);
+}
+
+// A two-level sweep: per (outer, inner) point, in that order, a cell per variant keyed
+// cell.key() = (outer, inner, variant), then run_cells() on that point's cells.
+template <class Cell, class Outer, class Inner, class Variant, class Fields, class RunOnce, class Progress>
+void run_grid(std::vector<Cell>& cells, const std::vector<Outer>& outers, const std::vector<Inner>& inners,
+              const std::vector<Variant>& variants, int runs, bool rotate, const Fields& fields, RunOnce&& run_once,
+              Progress&& progress) {
+  for (const Outer& outer : outers)
+    for (const Inner& inner : inners) {
+      const std::size_t first = cells.size();
+      for (const Variant& variant : variants) cells.emplace_back().key() = std::tuple(outer, inner, variant);
+      run_cells(cells, first, runs, rotate, fields, run_once, progress);
+    }
 }
 
 // A sweep whose labs keep a cell per (sweep point, variant) of their own type: per
@@ -168,6 +179,29 @@ const Cell* find_cell(const std::vector<Cell>& cells, Matches&& matches) noexcep
   return nullptr;
 }
 
+// What every lab's cell holds beside its key and summaries: one sample per run.
+template <class Sample>
+struct LabCell {
+  std::vector<Sample> samples;
+};
+
+// A lab's result: its configuration and its cells (sweep-point-major). find(keys...)
+// is the cell whose key() equals the keys; total(counter) sums a per-cell counter.
+template <class Config, class Cell>
+struct LabResult {
+  Config config;
+  std::vector<Cell> cells;
+  template <class... Keys>
+  const Cell* find(Keys... keys) const noexcept {
+    return find_cell(cells, [&](const Cell& cell) { return cell.key() == std::tuple(keys...); });
+  }
+  uint64_t total(uint64_t Cell::*counter) const noexcept {
+    uint64_t sum = 0;
+    for (const Cell& cell : cells) sum += cell.*counter;
+    return sum;
+  }
+};
+
 // Throws Error(what) unless `ok`.
 template <class Error = std::invalid_argument>
 void require(bool ok, const std::string& what) {
@@ -206,19 +240,48 @@ std::vector<BarChart> grouped_charts(const std::vector<ChartFigure<Cell>>& figur
   return charts;
 }
 
-// Every cell as {field: summary..., "samples": [{field: value...}...]}, then
-// describe(cell, entry) adds the cell's keys and anything else.
-template <class Cell, class Fields, class Describe>
-nlohmann::json cells_json(const std::vector<Cell>& cells, const Fields& fields, Describe&& describe) {
+// Per outer variant (a mix, a kick path) the grouped_charts() of figures_of(outer): a
+// group per count ("4 threads" with noun "thread"), a bar per series;
+// cell_at(outer, count, series index) is a bar's cell.
+template <class Cell, class Outer, class FiguresOf, class CellAt>
+std::vector<BarChart> charts_per_variant(const std::vector<Outer>& outers, const std::vector<int>& counts,
+                                         const char* noun, const std::vector<std::string>& series,
+                                         FiguresOf&& figures_of, CellAt&& cell_at) {
+  std::vector<std::string> groups;
+  for (int count : counts) groups.push_back(count_label(count, noun));
+  std::vector<BarChart> charts;
+  for (const Outer& outer : outers) {
+    auto per_outer = grouped_charts<Cell>(figures_of(outer), groups, series, [&](std::size_t g, std::size_t s) {
+      return cell_at(outer, counts[g], s);
+    });
+    for (auto& chart : per_outer) charts.push_back(std::move(chart));
+  }
+  return charts;
+}
+
+// Every cell as {field: summary..., "samples": [{field: value...}...]}, where
+// describe_sample(sample, its JSON) adds a sample's counts; then describe(cell, entry)
+// adds the cell's keys and anything else.
+template <class Cell, class Fields, class DescribeSample, class Describe>
+nlohmann::json cells_json(const std::vector<Cell>& cells, const Fields& fields, DescribeSample&& describe_sample,
+                          Describe&& describe) {
   nlohmann::json out = nlohmann::json::array();
   for (const Cell& cell : cells) {
     nlohmann::json entry = fields_json(cell, fields);
     entry["samples"] = nlohmann::json::array();
-    for (const auto& s : cell.samples) entry["samples"].push_back(sample_json(s, fields));
+    for (const auto& s : cell.samples) {
+      entry["samples"].push_back(sample_json(s, fields));
+      describe_sample(s, entry["samples"].back());
+    }
     describe(cell, entry);
     out.push_back(std::move(entry));
   }
   return out;
+}
+
+template <class Cell, class Fields, class Describe>
+nlohmann::json cells_json(const std::vector<Cell>& cells, const Fields& fields, Describe&& describe) {
+  return cells_json(cells, fields, [](const auto&, nlohmann::json&) {}, describe);
 }
 
 // Names of `values` by `name_of` (a to_string), as strings.
@@ -227,34 +290,6 @@ std::vector<std::string> names(const std::vector<T>& values, NameOf&& name_of) {
   std::vector<std::string> out;
   for (const T& v : values) out.emplace_back(name_of(v));
   return out;
-}
-
-// Starts `count` threads running body(index) together, sets `stop` after `duration_ms`
-// and joins them. Returns the wall time from the start until the last thread ended
-// (finishing an operation queued behind a lock after `stop` is part of its cost);
-// cpu_ns[index] is each thread's CPU time.
-template <class Body>
-int64_t run_threads_for(std::size_t count, int duration_ms, std::atomic<bool>& stop, std::vector<int64_t>& cpu_ns,
-                        Body&& body) {
-  cpu_ns.assign(count, 0);
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  threads.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    threads.emplace_back([&, i] {
-      go.wait(false, std::memory_order_acquire);  // acquire: see the structure fully built
-      const int64_t cpu_start = thread_cpu_ns();
-      body(i);
-      cpu_ns[i] = thread_cpu_ns() - cpu_start;
-    });
-  }
-  const int64_t start = monotonic_ns();
-  go.store(true, std::memory_order_release);
-  go.notify_all();
-  std::this_thread::sleep_for(std::chrono::milliseconds(duration_ms));
-  stop.store(true, std::memory_order_relaxed);  // relaxed: a hint to finish; join() orders the results
-  for (auto& t : threads) t.join();
-  return monotonic_ns() - start;
 }
 
 // Dependent arithmetic the compiler cannot drop: `iterations` steps of an LCG.

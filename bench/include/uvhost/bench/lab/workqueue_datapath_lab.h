@@ -19,8 +19,10 @@
 #pragma once
 
 #include <string_view>
+#include <tuple>
 
 #include "uvhost/base/name_table.h"
+#include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/workqueue_lab.h"
 
 namespace uvhost::bench::lab {
@@ -51,21 +53,19 @@ struct WorkqueueDatapathSample {
   uint64_t lost = 0;               // kicks_written - kicks_consumed: must be 0
 };
 
-struct WorkqueueDatapathCell {
+struct WorkqueueDatapathCell : LabCell<WorkqueueDatapathSample> {
   KickPath path = KickPath::kEventfd;
   int queues = 0;
   sync::EnqueueStrategy strategy = sync::EnqueueStrategy::kLockless;
-  std::vector<WorkqueueDatapathSample> samples;
   Summary kicks_written_per_s, kicks_handled_per_s, handler_runs_per_s, worker_cpu_pct, producer_cpu_pct, signal_ns,
       wakeups_per_s, epoll_waits_per_s;
   uint64_t lost = 0;  // over all runs
+  auto key() const noexcept { return std::tuple(path, queues, strategy); }
 };
 
-struct WorkqueueDatapathResult {
-  WorkqueueDatapathConfig config;
-  std::vector<WorkqueueDatapathCell> cells;  // path-major, then queues, then strategy
-  const WorkqueueDatapathCell* find(KickPath path, int queues, sync::EnqueueStrategy strategy) const noexcept;
-  uint64_t total_lost() const noexcept;
+// Cells path-major, then queues, then strategy; find(path, queues, strategy).
+struct WorkqueueDatapathResult : LabResult<WorkqueueDatapathConfig, WorkqueueDatapathCell> {
+  uint64_t total_lost() const noexcept { return total(&WorkqueueDatapathCell::lost); }
 };
 
 void validate(const WorkqueueDatapathConfig& config);  // as validate(WorkqueueLoad)

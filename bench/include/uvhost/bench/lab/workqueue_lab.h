@@ -21,6 +21,7 @@
 #include <iosfwd>
 #include <thread>
 
+#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/sync/work_queue.h"
 
