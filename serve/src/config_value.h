@@ -28,9 +28,8 @@ inline constexpr auto kConfigTypeNames =
                                   {ConfigType::kNumber, "a number"},
                                   {ConfigType::kBoolean, "true or false"}});
 
-constexpr std::string_view to_string(ConfigType type) noexcept {
-  return base::name_of(kConfigTypeNames, type, "?");
-}
+constexpr const auto& enum_names(ConfigType) noexcept { return kConfigTypeNames; }
+using base::to_string;
 
 inline std::optional<std::string> config_value_text(std::string_view key, const nlohmann::json& value,
                                                     ConfigType expected, std::string& error) {

@@ -277,7 +277,7 @@ IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell
 
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
   const IommuLockLabConfig& config = result.config;
-  const std::vector<std::string> policies = names(config.policies, sync::to_string);
+  const std::vector<std::string> policies = names(config.policies, sync::to_string<sync::GuardPolicy>);
   std::vector<std::string> headers{"policy"};
   for (int t : config.threads) headers.push_back(count_label(t, "thread"));
   for (IommuMix mix : config.mixes) {
@@ -351,7 +351,7 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
   j["experiment"] = "iommu-lock";
   j["seed"] = "002";  // the JSON key tools and tests read: which upstream experiment this is
   j["config"] = {{"threads", c.threads},
-                 {"policies", names(c.policies, sync::to_string)},
+                 {"policies", names(c.policies, sync::to_string<sync::GuardPolicy>)},
                  {"mixes", names(c.mixes, [](IommuMix m) { return to_string(m); })},
                  {"runs", c.runs},
                  {"duration_ms", c.duration_ms},
@@ -397,7 +397,7 @@ std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result) {
                &IommuLockLabCell::wall_ns_per_translation},
               {fmt::format("mix {}: CPU ns per translation", label), "ns (lower is better)",
                &IommuLockLabCell::cpu_ns_per_translation}},
-             groups, names(c.policies, sync::to_string),
+             groups, names(c.policies, sync::to_string<sync::GuardPolicy>),
              [&](std::size_t g, std::size_t p) { return result.find(c.threads[g], mix, c.policies[p]); }))
       charts.push_back(std::move(chart));
   }

@@ -196,11 +196,11 @@ void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std:
                                                   : "producers queue the handler on the Worker themselves");
     const auto at = [&](int queues, std::size_t k) { return result.find(path, queues, c.strategies[k]); };
     print_variant_sweep({"queues", "strategy", "kicks/s", "kicks handled/s"}, c.queues,
-                        names(c.strategies, sync::to_string),
+                        names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
                         [&](int queues, std::size_t k) { return figures(*at(queues, k)); }, out);
     field_table({"queues", "strategy", "written/s", "handled/s", "handler runs/s", "worker %", "producers %",
                  "signal ns", "wakeups/s", "epoll waits/s", "lost"},
-                c.queues, names(c.strategies, sync::to_string), kFields, at,
+                c.queues, names(c.strategies, sync::to_string<sync::EnqueueStrategy>), kFields, at,
                 [](const WorkqueueDatapathCell& cell) { return std::vector<std::string>{std::to_string(cell.lost)}; })
         .print(out);
     out << "\n";
@@ -247,7 +247,7 @@ std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& r
     for (auto& chart : grouped_charts<WorkqueueDatapathCell>(
              {{prefix + "kicks handled", "kicks per second", &WorkqueueDatapathCell::kicks_handled_per_s},
               {prefix + "worker CPU", "% of one core (lower is better)", &WorkqueueDatapathCell::worker_cpu_pct}},
-             groups, names(c.strategies, sync::to_string),
+             groups, names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
              [&](std::size_t g, std::size_t s) { return result.find(path, c.queues[g], c.strategies[s]); }))
       charts.push_back(std::move(chart));
   }

@@ -111,9 +111,8 @@ inline constexpr auto kOffloadReasonNames = base::name_table<OffloadReason>({
 });
 static_assert(kOffloadReasonNames.size() == kOffloadReasonCount);
 
-constexpr std::string_view to_string(OffloadReason reason) noexcept {
-  return base::name_of(kOffloadReasonNames, reason);
-}
+constexpr const auto& enum_names(OffloadReason) noexcept { return kOffloadReasonNames; }
+using base::to_string;
 
 enum class GsoKind : uint8_t {
   kNone,  // no segmentation asked for (a partial checksum at most)

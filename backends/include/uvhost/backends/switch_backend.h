@@ -175,9 +175,8 @@ inline constexpr auto kCounterNames = base::name_table<Counter>({
     {kIngressDetached, "ingress_detached"},
 });
 static_assert(kCounterNames.size() == kCount);
-constexpr std::string_view name(Counter counter) noexcept {
-  return base::name_of(kCounterNames, counter);
-}
+constexpr const auto& enum_names(Counter) noexcept { return kCounterNames; }
+using base::to_string;
 }  // namespace switch_delivery
 
 // The delivery counters of one ingress (a port or the uplink), per pair, and its frames

@@ -81,12 +81,9 @@ inline constexpr auto kForwardReasonNames = base::name_table<ForwardReason>({
 });
 inline constexpr size_t kForwardReasonCount = kForwardReasonNames.size();
 
-constexpr std::string_view to_string(ForwardKind kind) noexcept {
-  return base::name_of(kForwardKindNames, kind);
-}
-constexpr std::string_view to_string(ForwardReason reason) noexcept {
-  return base::name_of(kForwardReasonNames, reason);
-}
+constexpr const auto& enum_names(ForwardKind) noexcept { return kForwardKindNames; }
+constexpr const auto& enum_names(ForwardReason) noexcept { return kForwardReasonNames; }
+using base::to_string;
 
 struct ForwardDecision {
   ForwardKind kind = ForwardKind::kDrop;

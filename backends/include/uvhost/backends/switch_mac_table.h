@@ -173,9 +173,8 @@ inline constexpr auto kLearnResultNames = base::name_table<LearnResult>({
     {LearnResult::kNotUnicast, "not-unicast"},
 });
 inline constexpr size_t kLearnResultCount = kLearnResultNames.size();
-constexpr std::string_view to_string(LearnResult result) noexcept {
-  return base::name_of(kLearnResultNames, result);
-}
+constexpr const auto& enum_names(LearnResult) noexcept { return kLearnResultNames; }
+using base::to_string;
 
 // Counters of the table (monotonic, except entries). Read with MacTable::stats().
 struct MacTableStats {

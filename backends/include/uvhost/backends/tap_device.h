@@ -178,12 +178,9 @@ inline constexpr auto kReadStatusNames = base::name_table<ReadStatus>({
     {ReadStatus::kGone, "tap gone"},
     {ReadStatus::kError, "error"},
 });
-constexpr std::string_view to_string(WriteStatus status) noexcept {
-  return base::name_of(kWriteStatusNames, status, "?");
-}
-constexpr std::string_view to_string(ReadStatus status) noexcept {
-  return base::name_of(kReadStatusNames, status, "?");
-}
+constexpr const auto& enum_names(WriteStatus) noexcept { return kWriteStatusNames; }
+constexpr const auto& enum_names(ReadStatus) noexcept { return kReadStatusNames; }
+using base::to_string;
 
 class TapDevice {
  public:

@@ -65,9 +65,8 @@ using PairRunner = std::function<std::array<RunResult, 2>(const Config& a, const
 enum class Interleave { kRuns, kSlices };
 inline constexpr auto kInterleaveNames =
     base::name_table<Interleave>({{Interleave::kRuns, "runs"}, {Interleave::kSlices, "slices"}});
-constexpr std::string_view to_string(Interleave interleave) noexcept {
-  return base::name_of(kInterleaveNames, interleave, "runs");
-}
+constexpr const auto& enum_names(Interleave) noexcept { return kInterleaveNames; }
+using base::to_string;
 using ProgressFn = std::function<void(const std::string&)>;
 
 struct CompareSpec {

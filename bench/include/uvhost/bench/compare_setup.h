@@ -45,9 +45,8 @@ inline constexpr auto kInterleaveRequestNames =
     base::name_table<InterleaveRequest>({{InterleaveRequest::kAuto, "auto"},
                                          {InterleaveRequest::kRuns, "runs"},
                                          {InterleaveRequest::kSlices, "slices"}});
-constexpr std::optional<InterleaveRequest> parse_interleave_request(std::string_view name) noexcept {
-  return base::parse(kInterleaveRequestNames, name);
-}
+constexpr const auto& enum_names(InterleaveRequest) noexcept { return kInterleaveRequestNames; }
+using base::to_string;
 
 struct InterleaveChoice {
   Interleave interleave = Interleave::kRuns;

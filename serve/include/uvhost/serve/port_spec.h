@@ -77,9 +77,8 @@ inline constexpr auto kBackendKindNames = base::name_table<BackendKind>({{Backen
                                                                          {BackendKind::kLoopback, "loopback"},
                                                                          {BackendKind::kTap, "tap"},
                                                                          {BackendKind::kSwitch, "switch"}});
-constexpr std::string_view to_string(BackendKind kind) noexcept {
-  return base::name_of(kBackendKindNames, kind, "?");
-}
+constexpr const auto& enum_names(BackendKind) noexcept { return kBackendKindNames; }
+using base::to_string;
 
 struct PortSpec {
   std::string name;

@@ -109,12 +109,9 @@ inline constexpr auto kGuardPolicyNames = base::name_table<GuardPolicy>({{GuardP
 
 inline constexpr auto kAllGuardPolicies = base::values_of(kGuardPolicyNames);
 
-constexpr std::string_view to_string(GuardPolicy policy) noexcept { return base::name_of(kGuardPolicyNames, policy); }
+constexpr const auto& enum_names(GuardPolicy) noexcept { return kGuardPolicyNames; }
+using base::to_string;
 
-// nullopt for an unknown name.
-constexpr std::optional<GuardPolicy> guard_policy_from_string(std::string_view name) noexcept {
-  return base::parse(kGuardPolicyNames, name);
-}
 
 namespace detail {
 

@@ -111,11 +111,10 @@ inline constexpr auto kEnqueueStrategyNames =
                                        {EnqueueStrategy::kUnlockThenWake, "unlock_wake"},
                                        {EnqueueStrategy::kLockless, "lockless"}});
 
-inline constexpr auto kAllEnqueueStrategies = base::values_of(kEnqueueStrategyNames);
+constexpr const auto& enum_names(EnqueueStrategy) noexcept { return kEnqueueStrategyNames; }
+using base::to_string;
 
-std::string_view to_string(EnqueueStrategy strategy) noexcept;
-// nullopt for a name not in kEnqueueStrategyNames.
-std::optional<EnqueueStrategy> parse_enqueue_strategy(std::string_view name) noexcept;
+inline constexpr auto kAllEnqueueStrategies = base::values_of(kEnqueueStrategyNames);
 
 class WorkQueue;
 

@@ -114,9 +114,7 @@ inline constexpr auto kBackingNames = base::name_table<MemoryRegion::Backing>({
     {MemoryRegion::Backing::kHugetlbfs, "hugetlbfs"},
     {MemoryRegion::Backing::kFile, "file"},
 });
-constexpr std::string_view to_string(MemoryRegion::Backing backing) noexcept {
-  return base::name_of(kBackingNames, backing);
-}
+constexpr const auto& enum_names(MemoryRegion::Backing) noexcept { return kBackingNames; }
 
 enum class TranslateStatus {
   kOk,
@@ -130,9 +128,8 @@ inline constexpr auto kTranslateStatusNames = base::name_table<TranslateStatus>(
     {TranslateStatus::kWraps, "address + length wraps around"},
     {TranslateStatus::kTooManyPieces, "buffer split into too many pieces"},
 });
-constexpr std::string_view to_string(TranslateStatus status) noexcept {
-  return base::name_of(kTranslateStatusNames, status);
-}
+constexpr const auto& enum_names(TranslateStatus) noexcept { return kTranslateStatusNames; }
+using base::to_string;
 
 class GuestMemoryMap {
  private:

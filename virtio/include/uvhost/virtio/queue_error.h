@@ -61,8 +61,7 @@ inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
     {QueueError::kGuestMemoryFault, "guest memory cut short under the device"},
 });
 
-constexpr std::string_view to_string(QueueError error) noexcept {
-  return base::name_of(kQueueErrorNames, error, "unknown queue error");
-}
+constexpr const auto& enum_names(QueueError) noexcept { return kQueueErrorNames; }
+using base::to_string;
 
 }  // namespace uvhost::virtio
