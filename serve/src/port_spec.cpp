@@ -30,7 +30,7 @@ bool parse_number(std::string_view text, T& out, int base = 10) {
 }
 
 bool set_backend(std::string_view value, PortSpec& spec, std::string& error) {
-  auto kind = base::parse(kBackendKindNames, value);
+  auto kind = base::parse_enum<BackendKind>(value);
   if (!kind) {
     error = base::unknown_name("backend", value, kBackendKindNames);
     return false;
