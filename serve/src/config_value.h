@@ -20,6 +20,8 @@
 
 namespace uvhost::serve {
 
+using base::to_string;
+
 enum class ConfigType { kString, kNumber, kBoolean };
 
 // How an error message names each type ("'queues' must be a number, ...").
@@ -29,7 +31,6 @@ inline constexpr auto kConfigTypeNames =
                                   {ConfigType::kBoolean, "true or false"}});
 
 constexpr const auto& enum_names(ConfigType) noexcept { return kConfigTypeNames; }
-using base::to_string;
 
 inline std::optional<std::string> config_value_text(std::string_view key, const nlohmann::json& value,
                                                     ConfigType expected, std::string& error) {

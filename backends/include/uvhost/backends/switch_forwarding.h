@@ -57,6 +57,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 inline constexpr size_t kEthernetHeaderSize = 14;
 
 enum class ForwardKind : uint8_t { kUnicast, kFlood, kDrop };
@@ -83,7 +85,6 @@ inline constexpr size_t kForwardReasonCount = kForwardReasonNames.size();
 
 constexpr const auto& enum_names(ForwardKind) noexcept { return kForwardKindNames; }
 constexpr const auto& enum_names(ForwardReason) noexcept { return kForwardReasonNames; }
-using base::to_string;
 
 struct ForwardDecision {
   ForwardKind kind = ForwardKind::kDrop;

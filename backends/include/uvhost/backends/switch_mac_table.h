@@ -116,6 +116,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 using PortId = uint32_t;
 // Reserved: never a port (ForwardDecision::port when there is no single port).
 inline constexpr PortId kNoPort = UINT32_MAX;
@@ -174,7 +176,6 @@ inline constexpr auto kLearnResultNames = base::name_table<LearnResult>({
 });
 inline constexpr size_t kLearnResultCount = kLearnResultNames.size();
 constexpr const auto& enum_names(LearnResult) noexcept { return kLearnResultNames; }
-using base::to_string;
 
 // Counters of the table (monotonic, except entries). Read with MacTable::stats().
 struct MacTableStats {

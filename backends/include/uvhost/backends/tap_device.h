@@ -89,6 +89,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 // TUNSETOFFLOAD flags (<linux/if_tun.h>; USO4/USO6 since Linux 6.2).
 namespace tun_offload {
 inline constexpr unsigned kCsum = 0x01;
@@ -180,7 +182,6 @@ inline constexpr auto kReadStatusNames = base::name_table<ReadStatus>({
 });
 constexpr const auto& enum_names(WriteStatus) noexcept { return kWriteStatusNames; }
 constexpr const auto& enum_names(ReadStatus) noexcept { return kReadStatusNames; }
-using base::to_string;
 
 class TapDevice {
  public:

@@ -41,6 +41,8 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 struct CompareDefaults {
   // 20 rounds of 0.5 s per side after 0.2 s warm-up. Chosen by `uvhost bench
   // calibrate` (docs/BENCHMARKS.md, "Calibration"): the fewest rounds that see the
@@ -66,7 +68,6 @@ enum class Interleave { kRuns, kSlices };
 inline constexpr auto kInterleaveNames =
     base::name_table<Interleave>({{Interleave::kRuns, "runs"}, {Interleave::kSlices, "slices"}});
 constexpr const auto& enum_names(Interleave) noexcept { return kInterleaveNames; }
-using base::to_string;
 using ProgressFn = std::function<void(const std::string&)>;
 
 struct CompareSpec {

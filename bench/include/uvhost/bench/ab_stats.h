@@ -53,6 +53,8 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 enum class AbMethod { kPairedT, kWelch, kSignedRank };
 inline constexpr auto kAbMethodNames = base::name_table<AbMethod>(
     {{AbMethod::kPairedT, "paired-t"}, {AbMethod::kWelch, "welch"}, {AbMethod::kSignedRank, "signed-rank"}});
@@ -66,7 +68,6 @@ inline constexpr auto kVerdictNames = base::name_table<Verdict>({{Verdict::kBett
                                                                  {Verdict::kNoise, "noise"},
                                                                  {Verdict::kInvalid, "n/a"}});
 constexpr const auto& enum_names(Verdict) noexcept { return kVerdictNames; }
-using base::to_string;
 
 // Which way is good for the metric: throughput up, latency and CPU down.
 enum class Direction { kHigherIsBetter, kLowerIsBetter };

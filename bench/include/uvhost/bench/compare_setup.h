@@ -34,6 +34,8 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 inline constexpr int kRunRetries = 2;
 
 Runner real_runner(const RunOptions& options, std::shared_ptr<size_t> failures);
@@ -46,7 +48,6 @@ inline constexpr auto kInterleaveRequestNames =
                                          {InterleaveRequest::kRuns, "runs"},
                                          {InterleaveRequest::kSlices, "slices"}});
 constexpr const auto& enum_names(InterleaveRequest) noexcept { return kInterleaveRequestNames; }
-using base::to_string;
 
 struct InterleaveChoice {
   Interleave interleave = Interleave::kRuns;

@@ -36,6 +36,8 @@
 
 namespace uvhost::datapath {
 
+using base::to_string;
+
 enum class PollMode : uint8_t { kNotify, kBusy, kAlways, kAdaptive };
 enum class ExitPolicy : uint8_t { kAccurate, kAnyWork };
 
@@ -70,7 +72,6 @@ inline constexpr auto kPollExitNames = base::name_table<PollExit>({{PollExit::kW
                                                                    {PollExit::kTimeout, "timeout"}});
 inline constexpr size_t kPollExitCount = kPollExitNames.size();
 constexpr const auto& enum_names(PollExit) noexcept { return kPollExitNames; }
-using base::to_string;
 
 // "busy(50us,accurate)", "notify", "always", "adaptive(<=50us,accurate)".
 std::string describe(const PollSettings& settings);

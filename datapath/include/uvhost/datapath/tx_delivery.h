@@ -33,13 +33,14 @@
 
 namespace uvhost::datapath {
 
+using base::to_string;
+
 enum class TxDelivery : uint8_t { kInPlace, kAtMostOnce };
 
 inline constexpr auto kTxDeliveryNames = base::name_table<TxDelivery>(
     {{TxDelivery::kInPlace, "in_place"}, {TxDelivery::kAtMostOnce, "at_most_once"}});
 
 constexpr const auto& enum_names(TxDelivery) noexcept { return kTxDeliveryNames; }
-using base::to_string;
 
 
 class TxBounce {

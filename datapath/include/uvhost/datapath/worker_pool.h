@@ -35,13 +35,14 @@
 
 namespace uvhost::datapath {
 
+using base::to_string;
+
 enum class WorkerMapping : uint8_t { kDevice, kQueuePair, kPool };
 inline constexpr auto kWorkerMappingNames =
     base::name_table<WorkerMapping>({{WorkerMapping::kDevice, "device"},
                                      {WorkerMapping::kQueuePair, "pair"},
                                      {WorkerMapping::kPool, "pool"}});
 constexpr const auto& enum_names(WorkerMapping) noexcept { return kWorkerMappingNames; }
-using base::to_string;
 
 class WorkerPool {
  public:

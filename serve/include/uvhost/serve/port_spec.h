@@ -71,6 +71,8 @@
 
 namespace uvhost::serve {
 
+using base::to_string;
+
 enum class BackendKind { kSink, kSource, kLoopback, kTap, kSwitch };
 inline constexpr auto kBackendKindNames = base::name_table<BackendKind>({{BackendKind::kSink, "sink"},
                                                                          {BackendKind::kSource, "source"},
@@ -78,7 +80,6 @@ inline constexpr auto kBackendKindNames = base::name_table<BackendKind>({{Backen
                                                                          {BackendKind::kTap, "tap"},
                                                                          {BackendKind::kSwitch, "switch"}});
 constexpr const auto& enum_names(BackendKind) noexcept { return kBackendKindNames; }
-using base::to_string;
 
 struct PortSpec {
   std::string name;

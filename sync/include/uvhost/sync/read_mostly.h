@@ -99,6 +99,8 @@ extern "C" void __tsan_release(void* addr);
 
 namespace uvhost::sync {
 
+using base::to_string;
+
 enum class GuardPolicy { kMutex, kRwSem, kPthreadRwlock, kRcu };
 
 // The one spelling of each policy: printing, parsing and choice lists come from here.
@@ -110,7 +112,6 @@ inline constexpr auto kGuardPolicyNames = base::name_table<GuardPolicy>({{GuardP
 inline constexpr auto kAllGuardPolicies = base::values_of(kGuardPolicyNames);
 
 constexpr const auto& enum_names(GuardPolicy) noexcept { return kGuardPolicyNames; }
-using base::to_string;
 
 
 namespace detail {

@@ -99,6 +99,8 @@
 
 namespace uvhost::sync {
 
+using base::to_string;
+
 enum class EnqueueStrategy : uint8_t {
   kLockedWake,      // (a) wake-up while holding the list spinlock (pre-2013 kernel)
   kUnlockThenWake,  // (b) wake-up after unlocking (the 2013 vhost_work_queue patch)
@@ -112,7 +114,6 @@ inline constexpr auto kEnqueueStrategyNames =
                                        {EnqueueStrategy::kLockless, "lockless"}});
 
 constexpr const auto& enum_names(EnqueueStrategy) noexcept { return kEnqueueStrategyNames; }
-using base::to_string;
 
 inline constexpr auto kAllEnqueueStrategies = base::values_of(kEnqueueStrategyNames);
 

@@ -48,6 +48,8 @@
 
 namespace uvhost::virtio {
 
+using base::to_string;
+
 // One region as vhost-user's SET_MEM_TABLE describes it (plus its fd).
 struct RegionSpec {
   uint64_t guest_phys_addr = 0;
@@ -129,7 +131,6 @@ inline constexpr auto kTranslateStatusNames = base::name_table<TranslateStatus>(
     {TranslateStatus::kTooManyPieces, "buffer split into too many pieces"},
 });
 constexpr const auto& enum_names(TranslateStatus) noexcept { return kTranslateStatusNames; }
-using base::to_string;
 
 class GuestMemoryMap {
  private:

@@ -12,6 +12,8 @@
 
 namespace uvhost::virtio {
 
+using base::to_string;
+
 enum class QueueError {
   kNone,
   kBadQueueSize,            // not a power of two in 1..32768
@@ -62,6 +64,5 @@ inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
 });
 
 constexpr const auto& enum_names(QueueError) noexcept { return kQueueErrorNames; }
-using base::to_string;
 
 }  // namespace uvhost::virtio
