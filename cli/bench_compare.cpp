@@ -105,7 +105,8 @@ bench::Interleave interleave_or_exit(const char* command, const bench::Interleav
 }
 
 bench::InterleaveRequest interleave_request(const RunFlags& flags) {
-  return base::parse_enum<bench::InterleaveRequest>(flags.interleave).value_or(bench::InterleaveRequest::kAuto);
+  return base::parse_enum<bench::InterleaveRequest>(flags.interleave)
+      .value_or(bench::InterleaveRequest::kAuto);
 }
 
 void report_failures(const char* command, size_t failures) {

@@ -6,7 +6,8 @@
 namespace uvhost::name_table_test_layer {
 
 enum class Shape { kCircle, kSquare, kUnlisted };
-inline constexpr auto kShapeNames = base::name_table<Shape>({{Shape::kCircle, "circle"}, {Shape::kSquare, "square"}});
+inline constexpr auto kShapeNames =
+    base::name_table<Shape>({{Shape::kCircle, "circle"}, {Shape::kSquare, "square"}});
 constexpr const auto& enum_names(Shape) noexcept { return kShapeNames; }
 using base::to_string;
 

@@ -58,7 +58,9 @@ TEST(TxBounceTest, SlotsOfOneBurstDoNotOverlap) {
 }
 
 TEST(TxBounceTest, DeliveryNamesRoundTrip) {
-  for (TxDelivery d : {TxDelivery::kInPlace, TxDelivery::kAtMostOnce}) EXPECT_EQ(base::parse_enum<TxDelivery>(to_string(d)), d);
+  for (TxDelivery d : {TxDelivery::kInPlace, TxDelivery::kAtMostOnce}) {
+    EXPECT_EQ(base::parse_enum<TxDelivery>(to_string(d)), d);
+  }
   EXPECT_FALSE(base::parse_enum<TxDelivery>("exactly_once"));
 }
 

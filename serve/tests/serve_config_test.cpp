@@ -70,7 +70,8 @@ TEST(ServeConfigTest, EveryKeyIsOptional) {
 TEST(ServeConfigTest, EnqueueHelpListsTheStrategies) {
   for (const DaemonKey& key : daemon_keys()) {
     if (key.key != "enqueue") continue;
-    EXPECT_EQ(key.help, "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)");
+    EXPECT_EQ(key.help,
+              "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)");
   }
 }
 

@@ -227,7 +227,9 @@ TEST(WorkQueue, ItemQueuedWithOneStrategyIsNotQueuedAgainWithAnother) {
 }
 
 TEST(WorkQueue, StrategyNamesRoundTrip) {
-  for (EnqueueStrategy s : kAllEnqueueStrategies) EXPECT_EQ(base::parse_enum<EnqueueStrategy>(to_string(s)), s);
+  for (EnqueueStrategy s : kAllEnqueueStrategies) {
+    EXPECT_EQ(base::parse_enum<EnqueueStrategy>(to_string(s)), s);
+  }
   EXPECT_FALSE(base::parse_enum<EnqueueStrategy>("a").has_value());  // one spelling per strategy
   EXPECT_FALSE(base::parse_enum<EnqueueStrategy>("mutex").has_value());
 }

@@ -35,8 +35,11 @@ using base::to_string;
 
 enum class Workload { kStreamTx, kStreamRx, kRr };
 // In the order usage text and errors list them.
-inline constexpr auto kWorkloadNames = base::name_table<Workload>(
-    {{Workload::kRr, "rr"}, {Workload::kStreamTx, "stream-tx"}, {Workload::kStreamRx, "stream-rx"}});
+inline constexpr auto kWorkloadNames = base::name_table<Workload>({
+    {Workload::kRr, "rr"},
+    {Workload::kStreamTx, "stream-tx"},
+    {Workload::kStreamRx, "stream-rx"},
+});
 constexpr const auto& enum_names(Workload) noexcept { return kWorkloadNames; }
 
 // One point of a sweep.
