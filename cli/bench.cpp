@@ -66,12 +66,12 @@ void run_bench(BenchOptions& o) {
   }
   std::vector<bench::Workload> workloads;
   for (const std::string& name : o.workloads) {
-    auto w = bench::parse_workload(name);
+    auto w = base::parse_enum<bench::Workload>(name);
     if (!w) usage_error(base::unknown_name("workload", name, bench::kWorkloadNames));
     workloads.push_back(*w);
   }
   o.run.pin = !o.no_pin;
-  o.run.frontend = base::parse(bench::kFrontendNames, o.frontend).value_or(bench::Frontend::kEmbedded);
+  o.run.frontend = base::parse_enum<bench::Frontend>(o.frontend).value_or(bench::Frontend::kEmbedded);
   if (o.run.frontend == bench::Frontend::kQemu) {
     try {
       (void)bench::find_guest(o.run.guest_dir);

@@ -79,7 +79,7 @@ bench::Config config_or_exit(const char* command, const char* flag, const std::s
 }
 
 bench::Workload workload_or_exit(const char* command, const std::string& name) {
-  auto w = bench::parse_workload(name);
+  auto w = base::parse_enum<bench::Workload>(name);
   if (!w) usage_error(command, base::unknown_name("workload", name, bench::kWorkloadNames));
   return *w;
 }
@@ -88,7 +88,7 @@ bench::Workload workload_or_exit(const char* command, const std::string& name) {
 bench::RunOptions run_options(const RunFlags& flags) {
   bench::RunOptions options = flags.options;
   options.pin = !flags.no_pin;
-  options.frontend = base::parse(bench::kFrontendNames, flags.frontend).value_or(bench::Frontend::kEmbedded);
+  options.frontend = base::parse_enum<bench::Frontend>(flags.frontend).value_or(bench::Frontend::kEmbedded);
   return options;
 }
 
@@ -105,7 +105,8 @@ bench::Interleave interleave_or_exit(const char* command, const bench::Interleav
 }
 
 bench::InterleaveRequest interleave_request(const RunFlags& flags) {
-  return bench::parse_interleave_request(flags.interleave).value_or(bench::InterleaveRequest::kAuto);
+  return base::parse_enum<bench::InterleaveRequest>(flags.interleave)
+      .value_or(bench::InterleaveRequest::kAuto);
 }
 
 void report_failures(const char* command, size_t failures) {
@@ -144,7 +145,7 @@ void run_compare_command(CompareOptions& o) {
   bench::CompareSpec spec;
   spec.a = config_or_exit("compare", "--a", o.a, "A");
   spec.b = config_or_exit("compare", "--b", o.b, "B");
-  const auto method = bench::parse_ab_method(o.method);
+  const auto method = base::parse_enum<bench::AbMethod>(o.method);
   if (!method) usage_error("compare", base::unknown_name("--method", o.method, bench::kAbMethodNames));
   spec.method = *method;
   std::vector<bench::Workload> workloads;

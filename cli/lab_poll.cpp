@@ -29,7 +29,7 @@ struct MatrixLabOptions {
 CLI::App* add_matrix_lab(CLI::App& lab, const std::string& name, const std::string& help, MatrixLabOptions& o) {
   auto& cmd = *lab.add_subcommand(name, help);
   o.run.seconds = 1.0;
-  add_names_option(cmd, "--workloads", o.workloads, bench::parse_workload,
+  add_names_option(cmd, "--workloads", o.workloads, base::parse_enum<bench::Workload>,
                    [](bench::Workload w) { return bench::to_string(w); }, "rr, stream-tx, stream-rx",
                    "rr, stream-tx, stream-rx");
   cmd.add_option("--sizes", o.sizes, "frame sizes in bytes")->delimiter(',')->capture_default_str();
@@ -62,7 +62,7 @@ bench::Config port_config(std::string label, std::vector<std::pair<std::string, 
 void run_matrix_lab(const std::string& name, const std::string& intro, const std::vector<bench::Config>& configs,
                     MatrixLabOptions& o) {
   o.run.pin = !o.no_pin;
-  const bench::AbMethod method = *bench::parse_ab_method(o.method);
+  const bench::AbMethod method = *base::parse_enum<bench::AbMethod>(o.method);
   const std::vector<bench::Point> points = bench::expand_points(o.workloads, o.sizes, o.sessions);
   fmt::print("uvhost lab {}: {}\n", name, intro);
   fmt::print("{} configurations x {} points x {} rounds, {:.2f} s per run after {:.2f} s warm-up, {} queue pair(s), {}\n",

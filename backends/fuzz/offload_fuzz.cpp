@@ -376,7 +376,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   OffloadLimits limits;
   limits.max_segments = max_segments(options);
   const OffloadCheck check = validate_offload(header, frame, features, limits);
-  FUZZ_CHECK(static_cast<size_t>(check.reason) < kOffloadReasonCount && to_string(check.reason) != "unknown");
+  FUZZ_CHECK(static_cast<size_t>(check.reason) < kOffloadReasonCount &&
+             to_string(check.reason) != uvhost::base::kUnknownEnumName);
   check_head(header, frame, features, limits, check);
   if (!check.ok()) {
     FUZZ_CHECK(check.layout.segments == 0 && check.layout.kind == GsoKind::kNone);

@@ -54,7 +54,7 @@ TEST(OffloadValidate, EveryReasonHasItsOwnName) {
   std::set<std::string> names;
   for (size_t i = 0; i < kOffloadReasonCount; ++i) {
     const std::string name(to_string(static_cast<R>(i)));
-    EXPECT_NE(name, "unknown") << i;
+    EXPECT_NE(name, base::kUnknownEnumName) << i;
     EXPECT_TRUE(names.insert(name).second) << name;
   }
   EXPECT_EQ(to_string(R::kChecksumOutsideFrame), "checksum_outside_frame");

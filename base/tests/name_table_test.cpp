@@ -2,8 +2,26 @@
 
 #include <gtest/gtest.h>
 
+// An enum of another namespace, named by the enum_names hook (as every layer's are).
+namespace uvhost::name_table_test_layer {
+
+enum class Shape { kCircle, kSquare, kUnlisted };
+inline constexpr auto kShapeNames =
+    base::name_table<Shape>({{Shape::kCircle, "circle"}, {Shape::kSquare, "square"}});
+constexpr const auto& enum_names(Shape) noexcept { return kShapeNames; }
+using base::to_string;
+
+}  // namespace uvhost::name_table_test_layer
+
 namespace uvhost::base {
 namespace {
+
+using name_table_test_layer::Shape;
+
+static_assert(NamedEnum<Shape>);
+static_assert(!NamedEnum<int>);
+static_assert(to_string(Shape::kSquare) == "square");
+static_assert(parse_enum<Shape>("circle") == Shape::kCircle);
 
 enum class Colour { kRed, kGreen, kBlue, kUnlisted };
 
@@ -49,5 +67,26 @@ TEST(NameTableTest, ChoiceListOfOneOrTwo) {
   EXPECT_EQ(choice_list(two), "red or blue");
 }
 
+TEST(NameTableTest, NamedEnumPrintsAndParsesFromItsTable) {
+  for (Shape shape : values_of(name_table_test_layer::kShapeNames)) {
+    EXPECT_EQ(parse_enum<Shape>(to_string(shape)), shape);
+  }
+  EXPECT_EQ(to_string(Shape::kUnlisted), kUnknownEnumName);
+  EXPECT_FALSE(parse_enum<Shape>("Circle").has_value());
+  EXPECT_FALSE(parse_enum<Shape>("").has_value());
+}
+
 }  // namespace
 }  // namespace uvhost::base
+
+// Unqualified to_string() from an unrelated namespace finds the generic one by ADL.
+namespace uvhost::name_table_test_caller {
+namespace {
+
+TEST(NameTableTest, NamedEnumToStringFoundByArgumentDependentLookup) {
+  EXPECT_EQ(to_string(name_table_test_layer::Shape::kCircle), "circle");
+  EXPECT_EQ(name_table_test_layer::to_string(name_table_test_layer::Shape::kSquare), "square");
+}
+
+}  // namespace
+}  // namespace uvhost::name_table_test_caller

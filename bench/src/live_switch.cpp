@@ -61,7 +61,7 @@ std::optional<LiveValues> live_values(const Config& c, std::string& why) {
   v.memory = port->memory_policy;
   for (size_t i = 0; i + 1 < c.serve_args.size(); i += 2) {
     if (c.serve_args[i] != kEnqueueFlag) continue;
-    const auto strategy = sync::parse_enqueue_strategy(c.serve_args[i + 1]);
+    const auto strategy = base::parse_enum<sync::EnqueueStrategy>(c.serve_args[i + 1]);
     if (!strategy) {
       why = base::unknown_name(serve::control::kEnqueue, c.serve_args[i + 1], serve::control::kEnqueueChoices);
       return std::nullopt;

@@ -146,10 +146,10 @@ TEST(AbStats, MinimumEffectTurnsASmallSignificantChangeIntoNoise) {
 
 TEST(AbStats, MethodNamesRoundTrip) {
   for (AbMethod m : {AbMethod::kPairedT, AbMethod::kWelch}) {
-    EXPECT_EQ(parse_ab_method(to_string(m)), m);
+    EXPECT_EQ(base::parse_enum<AbMethod>(to_string(m)), m);
     EXPECT_NE(method_assumption(m).find("assume"), std::string_view::npos);
   }
-  EXPECT_FALSE(parse_ab_method("t-test").has_value());
+  EXPECT_FALSE(base::parse_enum<AbMethod>("t-test").has_value());
 }
 
 // Wilson 95% for 19/20: center (0.95 + z^2/40) / (1 + z^2/20) = 0.877504, half 0.113632.
@@ -302,7 +302,7 @@ TEST(AbStats, SignedRankEstimatesTheMedianRatio) {
   EXPECT_GE(c.ci_high, c.relative);
   EXPECT_LT(c.p_value, 0.01);
   EXPECT_EQ(to_string(c.method), "signed-rank");
-  EXPECT_EQ(parse_ab_method("signed-rank"), AbMethod::kSignedRank);
+  EXPECT_EQ(base::parse_enum<AbMethod>("signed-rank"), AbMethod::kSignedRank);
   // Too few pairs, or unpaired lengths: no interval.
   EXPECT_FALSE(compare_ab(std::vector<double>(5, 1.0), std::vector<double>(5, 2.0), AbMethod::kSignedRank).valid());
   EXPECT_FALSE(compare_ab(std::vector<double>(8, 1.0), std::vector<double>(9, 2.0), AbMethod::kSignedRank).valid());

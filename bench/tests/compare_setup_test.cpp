@@ -17,10 +17,10 @@ Config with_port_key(const char* key, const char* value) {
 }
 
 TEST(CompareSetup, ParsesTheInterleaveFlag) {
-  EXPECT_EQ(parse_interleave_request("auto"), InterleaveRequest::kAuto);
-  EXPECT_EQ(parse_interleave_request("runs"), InterleaveRequest::kRuns);
-  EXPECT_EQ(parse_interleave_request("slices"), InterleaveRequest::kSlices);
-  EXPECT_FALSE(parse_interleave_request("sometimes"));
+  EXPECT_EQ(base::parse_enum<InterleaveRequest>("auto"), InterleaveRequest::kAuto);
+  EXPECT_EQ(base::parse_enum<InterleaveRequest>("runs"), InterleaveRequest::kRuns);
+  EXPECT_EQ(base::parse_enum<InterleaveRequest>("slices"), InterleaveRequest::kSlices);
+  EXPECT_FALSE(base::parse_enum<InterleaveRequest>("sometimes"));
 }
 
 // A against B = A with poll=busy, a difference a running backend switches live.

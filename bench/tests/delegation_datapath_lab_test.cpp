@@ -1,7 +1,7 @@
 // Runs the datapath delegation lab (pool and txq) on tiny configurations with every
 // lock it knows: each run must keep the structure's invariants (the lab throws
 // otherwise) and produce sane figures; the table and the JSON name the structure.
-#include "uvhost/bench/lab/delegation_datapath_lab.h"
+#include "uvhost/bench/lab/delegation_lab.h"
 
 #include <gtest/gtest.h>
 
@@ -15,30 +15,29 @@
 namespace uvhost::bench::lab {
 namespace {
 
-DatapathLabOptions tiny(const std::string& structure) {
-  DatapathLabOptions o;
+DelegationLabConfig tiny(LockStructure structure) {
+  DelegationLabConfig o;
   o.structure = structure;
-  o.common.threads = {1, 3, 6};
-  o.common.runs = 2;
-  o.common.duration_ms = 15;
+  o.threads = {1, 3, 6};
+  o.runs = 2;
+  o.duration_ms = 15;
   o.ring = 64;
   o.cache_capacity = 16;
   o.txq_capacity = 32;  // small: some bursts are dropped
   return o;
 }
 
-void expect_sane(const DatapathLabReport& report) {
-  const auto locks = datapath_lab_locks();
-  ASSERT_EQ(report.points.size(), locks.size() * report.options.common.threads.size());
-  for (const auto& dp : report.points) {
-    const auto& p = dp.base;
-    EXPECT_EQ(p.ops_per_s.size(), 2u) << p.lock;
-    EXPECT_GT(p.ops_per_s_summary.mean, 0) << p.lock << " threads=" << p.threads;
-    EXPECT_GT(dp.items_per_s_summary.mean, 0) << p.lock << " threads=" << p.threads;
-    EXPECT_GE(dp.drop_ratio_summary.mean, 0) << p.lock;
-    EXPECT_LE(dp.drop_ratio_summary.mean, 1) << p.lock;
-    EXPECT_GE(p.fairness_summary.mean, 0) << p.lock;
-    EXPECT_LE(p.fairness_summary.mean, 1.0 + 1e-9) << p.lock;
+void expect_sane(const DelegationLabResult& report) {
+  const auto locks = delegation_lab_locks(report.config.structure);
+  ASSERT_EQ(report.cells.size(), locks.size() * report.config.threads.size());
+  for (const auto& p : report.cells) {
+    EXPECT_EQ(p.samples.size(), 2u) << p.lock;
+    EXPECT_GT(p.ops_per_s.mean, 0) << p.lock << " threads=" << p.threads;
+    EXPECT_GT(p.items_per_s.mean, 0) << p.lock << " threads=" << p.threads;
+    EXPECT_GE(p.drop_ratio.mean, 0) << p.lock;
+    EXPECT_LE(p.drop_ratio.mean, 1) << p.lock;
+    EXPECT_GE(p.fairness.mean, 0) << p.lock;
+    EXPECT_LE(p.fairness.mean, 1.0 + 1e-9) << p.lock;
     EXPECT_GT(p.vs_mutex.value, 0) << p.lock;
     // Two runs each, std::mutex among the locks: every point has a verdict word.
     EXPECT_NE(p.vs_mutex.verdict, Verdict::kInvalid) << p.lock;
@@ -46,39 +45,39 @@ void expect_sane(const DatapathLabReport& report) {
       EXPECT_EQ(p.vs_mutex.verdict, Verdict::kNoise);
     }
   }
-  const auto json = to_json(report);
+  const auto json = delegation_lab_json(report);
   for (const auto& point : json["points"]) {
     const std::string verdict = point["vs_mutex"]["verdict"];
     EXPECT_TRUE(verdict == "better" || verdict == "worse" || verdict == "noise") << verdict;
   }
-  const auto charts = datapath_charts(report);
+  const auto charts = delegation_charts(report);
   ASSERT_EQ(charts.size(), 2u);
-  EXPECT_EQ(charts[0].groups.size(), report.options.common.threads.size());
-  EXPECT_EQ(charts[0].series.size(), datapath_lab_locks().size());
-  EXPECT_EQ(charts[0].title.rfind(report.options.structure, 0), 0u) << charts[0].title;
+  EXPECT_EQ(charts[0].groups.size(), report.config.threads.size());
+  EXPECT_EQ(charts[0].series.size(), locks.size());
+  EXPECT_EQ(charts[0].title.rfind(to_string(report.config.structure), 0), 0u) << charts[0].title;
 }
 
 TEST(DelegationDatapathLab, PoolRunsEveryLockAndKeepsInvariants) {
-  const auto report = run_delegation_datapath_lab(tiny("pool"), nullptr);
+  const auto report = run_delegation_lab(tiny(LockStructure::kPool), {});
   expect_sane(report);
-  for (const auto& dp : report.points) EXPECT_EQ(dp.drop_ratio_summary.mean, 0) << dp.base.lock;
+  for (const auto& p : report.cells) EXPECT_EQ(p.drop_ratio.mean, 0) << p.lock;
   std::ostringstream table;
-  print_datapath_table(report, table);
+  print_delegation_table(report, table);
   EXPECT_NE(table.str().find("PacketPool"), std::string::npos);
-  for (const auto& name : datapath_lab_locks()) EXPECT_NE(table.str().find(name), std::string::npos) << name;
-  const auto json = to_json(report);
+  for (const auto& name : delegation_lab_locks(LockStructure::kPool)) EXPECT_NE(table.str().find(name), std::string::npos) << name;
+  const auto json = delegation_lab_json(report);
   EXPECT_EQ(json["structure"], "pool");
-  EXPECT_EQ(json["points"].size(), report.points.size());
+  EXPECT_EQ(json["points"].size(), report.cells.size());
 }
 
 TEST(DelegationDatapathLab, TxqRunsEveryLockAndKeepsInvariants) {
-  const auto report = run_delegation_datapath_lab(tiny("txq"), nullptr);
+  const auto report = run_delegation_lab(tiny(LockStructure::kTxq), {});
   expect_sane(report);
   std::ostringstream table;
-  print_datapath_table(report, table);
+  print_delegation_table(report, table);
   EXPECT_NE(table.str().find("SharedTxQueue"), std::string::npos);
   EXPECT_NE(table.str().find("dropped"), std::string::npos);
-  const auto json = to_json(report);
+  const auto json = delegation_lab_json(report);
   EXPECT_EQ(json["structure"], "txq");
   EXPECT_EQ(json["options"]["txq_capacity"], 32);
 }
@@ -111,20 +110,21 @@ TEST(DelegationDatapathLab, TxqTryPushLeavesTheRestWithTheCaller) {
 // through whole, and the counts add up (the queue's own accepted + dropped == what
 // the workers offered).
 TEST(DelegationDatapathLab, TxqAcceptsMostBurstsWithSeveralProducers) {
-  DatapathLabOptions o;
-  o.structure = "txq";
-  o.common.threads = {4};
-  o.common.runs = 2;
-  o.common.duration_ms = 40;
-  o.common.locks = {"std::mutex", "delegation"};
-  const auto report = run_delegation_datapath_lab(o, nullptr);
-  ASSERT_EQ(report.points.size(), 2u);
-  for (const auto& dp : report.points) {
-    const auto& lock = dp.base.lock;
-    ASSERT_EQ(dp.txq_counts.size(), 2u) << lock;
-    for (const auto& k : dp.txq_counts) {
+  DelegationLabConfig o;
+  o.structure = LockStructure::kTxq;
+  o.threads = {4};
+  o.runs = 2;
+  o.duration_ms = 40;
+  o.locks = {"std::mutex", "delegation"};
+  const auto report = run_delegation_lab(o, {});
+  ASSERT_EQ(report.cells.size(), 2u);
+  for (const auto& dp : report.cells) {
+    const auto& lock = dp.lock;
+    ASSERT_EQ(dp.samples.size(), 2u) << lock;
+    for (const auto& sample : dp.samples) {
+      const TxqRunCounts& k = sample.counts;
       EXPECT_GT(k.bursts, 0u) << lock;
-      EXPECT_EQ(k.offered, k.bursts * o.common.batch) << lock;
+      EXPECT_EQ(k.offered, k.bursts * o.batch) << lock;
       EXPECT_EQ(k.accepted + k.dropped, k.offered) << lock;
       EXPECT_GE(k.pushes, k.bursts) << lock;
       EXPECT_LE(k.full, k.pushes) << lock;
@@ -133,11 +133,11 @@ TEST(DelegationDatapathLab, TxqAcceptsMostBurstsWithSeveralProducers) {
       EXPECT_LT(3 * k.dropped_bursts, k.bursts) << lock << ": " << k.dropped_bursts << " of " << k.bursts;
       EXPECT_GT(3 * k.accepted, 2 * k.offered) << lock << ": " << k.accepted << " of " << k.offered;
     }
-    EXPECT_LT(dp.burst_drop_ratio_summary.mean, 1.0 / 3) << lock;
-    EXPECT_GT(dp.items_per_s_summary.mean, 0) << lock;
+    EXPECT_LT(dp.burst_drop_ratio.mean, 1.0 / 3) << lock;
+    EXPECT_GT(dp.items_per_s.mean, 0) << lock;
     EXPECT_GT(dp.items_vs_mutex.value, 0) << lock;
   }
-  const auto json = to_json(report);
+  const auto json = delegation_lab_json(report);
   EXPECT_EQ(json["options"]["txq_retries"], o.txq_retries);
   for (const auto& point : json["points"]) {
     EXPECT_TRUE(point.contains("full_ratio"));
@@ -145,33 +145,34 @@ TEST(DelegationDatapathLab, TxqAcceptsMostBurstsWithSeveralProducers) {
     EXPECT_EQ(point["samples"]["counts"].size(), 2u);
   }
   std::ostringstream table;
-  print_datapath_table(report, table);
+  print_delegation_table(report, table);
   EXPECT_NE(table.str().find("retries/burst"), std::string::npos);
 }
 
 TEST(DelegationDatapathLab, LockListIsTheSlabLabsLessTheAsyncVariant) {
-  const auto slab = delegation_lab_locks();
-  const auto datapath = datapath_lab_locks();
+  const auto slab = delegation_lab_locks(LockStructure::kSlab);
+  const auto datapath = delegation_lab_locks(LockStructure::kTxq);
+  EXPECT_EQ(delegation_lab_locks(LockStructure::kPool), datapath);
   EXPECT_EQ(datapath.size() + 1, slab.size());
   EXPECT_EQ(datapath.front(), "std::mutex");
   EXPECT_EQ(std::count(datapath.begin(), datapath.end(), "delegation"), 1);
   EXPECT_EQ(std::count(datapath.begin(), datapath.end(), "delegation-async"), 0);
-  const auto structures = delegation_structures();
-  EXPECT_EQ(structures, (std::vector<std::string>{"slab", "pool", "txq"}));
+  EXPECT_EQ(base::join_names(kLockStructureNames, ","), "slab,pool,txq");
 }
 
 TEST(DelegationDatapathLab, BadRequestsAreErrors) {
-  auto o = tiny("pool");
-  o.common.locks = {"no-such-lock"};
-  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
-  o = tiny("pool");
-  o.common.locks = {"delegation-async"};  // slab only: nothing left to run
-  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
-  o = tiny("slab");  // not this lab's
-  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
-  o = tiny("pool");
+  auto o = tiny(LockStructure::kPool);
+  o.locks = {"no-such-lock"};
+  EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
+  o = tiny(LockStructure::kPool);
+  o.locks = {"delegation-async"};  // slab only: nothing left to run
+  EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
+  o = tiny(LockStructure::kPool);
   o.cache_capacity = 4;  // smaller than the batch
-  EXPECT_THROW(run_delegation_datapath_lab(o, nullptr), std::runtime_error);
+  EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
+  o = tiny(LockStructure::kTxq);
+  o.consumer_burst = 0;
+  EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
 }
 
 }  // namespace

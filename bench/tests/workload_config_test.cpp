@@ -23,12 +23,12 @@ std::string parse_error(std::string_view text) {
 
 TEST(WorkloadNames, RoundTrip) {
   for (Workload w : {Workload::kRr, Workload::kStreamTx, Workload::kStreamRx}) {
-    EXPECT_EQ(parse_workload(to_string(w)), w);
+    EXPECT_EQ(base::parse_enum<Workload>(to_string(w)), w);
   }
-  EXPECT_EQ(parse_workload("stream-tx"), Workload::kStreamTx);
-  EXPECT_FALSE(parse_workload("stream"));
-  EXPECT_FALSE(parse_workload(""));
-  EXPECT_FALSE(parse_workload("RR"));
+  EXPECT_EQ(base::parse_enum<Workload>("stream-tx"), Workload::kStreamTx);
+  EXPECT_FALSE(base::parse_enum<Workload>("stream"));
+  EXPECT_FALSE(base::parse_enum<Workload>(""));
+  EXPECT_FALSE(base::parse_enum<Workload>("RR"));
 }
 
 TEST(ParseConfig, EmptyIsUvhostDefaults) {

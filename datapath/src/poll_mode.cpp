@@ -5,18 +5,6 @@
 
 namespace uvhost::datapath {
 
-std::string_view to_string(PollMode mode) noexcept { return base::name_of(kPollModeNames, mode, "?"); }
-
-std::string_view to_string(ExitPolicy policy) noexcept { return base::name_of(kExitPolicyNames, policy, "?"); }
-
-std::string_view to_string(PollExit exit) noexcept { return base::name_of(kPollExitNames, exit, "?"); }
-
-std::optional<PollMode> parse_poll_mode(std::string_view text) noexcept { return base::parse(kPollModeNames, text); }
-
-std::optional<ExitPolicy> parse_exit_policy(std::string_view text) noexcept {
-  return base::parse(kExitPolicyNames, text);
-}
-
 std::string describe(const PollSettings& settings) {
   switch (settings.mode) {
     case PollMode::kNotify:

@@ -24,7 +24,7 @@ TEST(PollModeTest, ModeNames) {
   EXPECT_EQ(to_string(PollMode::kAlways), "always");
   EXPECT_EQ(to_string(PollMode::kAdaptive), "adaptive");
   for (PollMode mode : kModes) {
-    const auto parsed = parse_poll_mode(to_string(mode));
+    const auto parsed = base::parse_enum<PollMode>(to_string(mode));
     ASSERT_TRUE(parsed.has_value()) << to_string(mode);
     EXPECT_EQ(*parsed, mode);
   }
@@ -32,7 +32,7 @@ TEST(PollModeTest, ModeNames) {
 
 TEST(PollModeTest, UnknownModesAreRejected) {
   for (const char* text : {"", "Busy", "BUSY", "busy ", " notify", "poll", "adaptive(50)", "?", "pmd"}) {
-    EXPECT_FALSE(parse_poll_mode(text).has_value()) << '"' << text << '"';
+    EXPECT_FALSE(base::parse_enum<PollMode>(text).has_value()) << '"' << text << '"';
   }
 }
 
@@ -40,13 +40,13 @@ TEST(PollModeTest, ExitPolicyNames) {
   EXPECT_EQ(to_string(ExitPolicy::kAccurate), "accurate");
   EXPECT_EQ(to_string(ExitPolicy::kAnyWork), "any");
   for (ExitPolicy policy : kPolicies) {
-    const auto parsed = parse_exit_policy(to_string(policy));
+    const auto parsed = base::parse_enum<ExitPolicy>(to_string(policy));
     ASSERT_TRUE(parsed.has_value()) << to_string(policy);
     EXPECT_EQ(*parsed, policy);
   }
-  EXPECT_FALSE(parse_exit_policy("any_work").has_value());  // one spelling: "any"
+  EXPECT_FALSE(base::parse_enum<ExitPolicy>("any_work").has_value());  // one spelling: "any"
   for (const char* text : {"", "Accurate", "anywork", "all", "exact"}) {
-    EXPECT_FALSE(parse_exit_policy(text).has_value()) << '"' << text << '"';
+    EXPECT_FALSE(base::parse_enum<ExitPolicy>(text).has_value()) << '"' << text << '"';
   }
 }
 
@@ -54,7 +54,7 @@ TEST(PollModeTest, PollExitNamesAreDistinct) {
   std::set<std::string> names;
   for (PollExit exit : kExits) {
     const std::string name(to_string(exit));
-    EXPECT_NE(name, "?");
+    EXPECT_NE(name, base::kUnknownEnumName);
     EXPECT_TRUE(names.insert(name).second) << "duplicate name " << name;
   }
   EXPECT_EQ(names.size(), kPollExitCount);

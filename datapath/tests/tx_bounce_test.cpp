@@ -58,8 +58,10 @@ TEST(TxBounceTest, SlotsOfOneBurstDoNotOverlap) {
 }
 
 TEST(TxBounceTest, DeliveryNamesRoundTrip) {
-  for (TxDelivery d : {TxDelivery::kInPlace, TxDelivery::kAtMostOnce}) EXPECT_EQ(parse_tx_delivery(to_string(d)), d);
-  EXPECT_FALSE(parse_tx_delivery("exactly_once"));
+  for (TxDelivery d : {TxDelivery::kInPlace, TxDelivery::kAtMostOnce}) {
+    EXPECT_EQ(base::parse_enum<TxDelivery>(to_string(d)), d);
+  }
+  EXPECT_FALSE(base::parse_enum<TxDelivery>("exactly_once"));
 }
 
 }  // namespace

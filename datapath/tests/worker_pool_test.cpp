@@ -33,10 +33,10 @@ TEST(WorkerPoolTest, MappingNames) {
   EXPECT_EQ(to_string(WorkerMapping::kQueuePair), "pair");
   EXPECT_EQ(to_string(WorkerMapping::kPool), "pool");
   for (WorkerMapping m : {WorkerMapping::kDevice, WorkerMapping::kQueuePair, WorkerMapping::kPool}) {
-    EXPECT_EQ(parse_worker_mapping(to_string(m)), m);
+    EXPECT_EQ(base::parse_enum<WorkerMapping>(to_string(m)), m);
   }
   for (const char* text : {"", "Device", "queue_pair", "pools", "shared"}) {
-    EXPECT_FALSE(parse_worker_mapping(text).has_value()) << '"' << text << '"';
+    EXPECT_FALSE(base::parse_enum<WorkerMapping>(text).has_value()) << '"' << text << '"';
   }
 }
 

@@ -20,6 +20,8 @@
 
 namespace uvhost::serve {
 
+using base::to_string;
+
 enum class ConfigType { kString, kNumber, kBoolean };
 
 // How an error message names each type ("'queues' must be a number, ...").
@@ -28,9 +30,7 @@ inline constexpr auto kConfigTypeNames =
                                   {ConfigType::kNumber, "a number"},
                                   {ConfigType::kBoolean, "true or false"}});
 
-constexpr std::string_view to_string(ConfigType type) noexcept {
-  return base::name_of(kConfigTypeNames, type, "?");
-}
+constexpr const auto& enum_names(ConfigType) noexcept { return kConfigTypeNames; }
 
 inline std::optional<std::string> config_value_text(std::string_view key, const nlohmann::json& value,
                                                     ConfigType expected, std::string& error) {

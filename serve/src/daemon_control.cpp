@@ -172,7 +172,7 @@ nlohmann::json Daemon::control_set(const nlohmann::json& request) {
     const auto worker = string_field(control::kWorker);
     std::optional<sync::EnqueueStrategy> enqueue;
     if (enqueue_text) {
-      enqueue = sync::parse_enqueue_strategy(*enqueue_text);
+      enqueue = base::parse_enum<sync::EnqueueStrategy>(*enqueue_text);
       if (!enqueue) return error_reply(base::unknown_name(control::kEnqueue, *enqueue_text, control::kEnqueueChoices));
       if (worker && workers_->find(*worker) == nullptr) return error_reply(fmt::format("no worker '{}'", *worker));
     }
@@ -197,11 +197,11 @@ nlohmann::json Daemon::control_set(const nlohmann::json& request) {
       queue = static_cast<uint32_t>(index);
     }
     std::optional<datapath::PollMode> mode;
-    if (poll_text && !(mode = datapath::parse_poll_mode(*poll_text))) {
+    if (poll_text && !(mode = base::parse_enum<datapath::PollMode>(*poll_text))) {
       return error_reply(base::unknown_name(control::kPoll, *poll_text, control::kPollChoices));
     }
     std::optional<datapath::ExitPolicy> exit;
-    if (exit_text && !(exit = datapath::parse_exit_policy(*exit_text))) {
+    if (exit_text && !(exit = base::parse_enum<datapath::ExitPolicy>(*exit_text))) {
       return error_reply(base::unknown_name(control::kExit, *exit_text, control::kExitChoices));
     }
     std::optional<uint32_t> busy_us;
@@ -214,7 +214,7 @@ nlohmann::json Daemon::control_set(const nlohmann::json& request) {
     }
     std::optional<sync::GuardPolicy> memory;
     if (memory_text) {
-      memory = sync::guard_policy_from_string(*memory_text);
+      memory = base::parse_enum<sync::GuardPolicy>(*memory_text);
       if (!memory) return error_reply(base::unknown_name(control::kMemory, *memory_text, control::kMemoryChoices));
     }
 

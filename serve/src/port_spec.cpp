@@ -30,7 +30,7 @@ bool parse_number(std::string_view text, T& out, int base = 10) {
 }
 
 bool set_backend(std::string_view value, PortSpec& spec, std::string& error) {
-  auto kind = base::parse(kBackendKindNames, value);
+  auto kind = base::parse_enum<BackendKind>(value);
   if (!kind) {
     error = base::unknown_name("backend", value, kBackendKindNames);
     return false;
@@ -51,7 +51,7 @@ bool set_bounded(std::string_view key, std::string_view value, T low, T high, T&
 }
 
 bool set_workers(std::string_view value, PortSpec& spec, std::string& error) {
-  auto mapping = datapath::parse_worker_mapping(value);
+  auto mapping = base::parse_enum<datapath::WorkerMapping>(value);
   if (!mapping) {
     error = base::unknown_name("workers", value, datapath::kWorkerMappingNames);
     return false;
@@ -61,7 +61,7 @@ bool set_workers(std::string_view value, PortSpec& spec, std::string& error) {
 }
 
 bool set_poll(std::string_view value, PortSpec& spec, std::string& error) {
-  auto mode = datapath::parse_poll_mode(value);
+  auto mode = base::parse_enum<datapath::PollMode>(value);
   if (!mode) {
     error = base::unknown_name(control::kPoll, value, control::kPollChoices);
     return false;
@@ -71,7 +71,7 @@ bool set_poll(std::string_view value, PortSpec& spec, std::string& error) {
 }
 
 bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
-  auto policy = datapath::parse_exit_policy(value);
+  auto policy = base::parse_enum<datapath::ExitPolicy>(value);
   if (!policy) {
     error = base::unknown_name(control::kExit, value, control::kExitChoices);
     return false;
@@ -81,7 +81,7 @@ bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
 }
 
 bool set_tx_delivery(std::string_view value, PortSpec& spec, std::string& error) {
-  auto delivery = datapath::parse_tx_delivery(value);
+  auto delivery = base::parse_enum<datapath::TxDelivery>(value);
   if (!delivery) {
     error = base::unknown_name("tx_delivery", value, datapath::kTxDeliveryNames);
     return false;
@@ -111,7 +111,7 @@ bool set_mode(std::string_view value, PortSpec& spec, std::string& error) {
 }
 
 bool set_memory(std::string_view value, PortSpec& spec, std::string& error) {
-  auto policy = sync::guard_policy_from_string(value);
+  auto policy = base::parse_enum<sync::GuardPolicy>(value);
   if (!policy) {
     error = base::unknown_name("memory guard", value, control::kMemoryChoices);
     return false;

@@ -23,11 +23,26 @@ namespace uvhost::serve {
 
 namespace {
 
-constexpr DaemonKey kDaemonKeys[] = {
+// "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless
+// (default)": the strategies from their name table, the daemon's default marked.
+std::string enqueue_help() {
+  std::string help = "Work-queue enqueue strategy of every worker: ";
+  const sync::EnqueueStrategy default_strategy = DaemonOptions{}.enqueue;
+  for (sync::EnqueueStrategy strategy : sync::kAllEnqueueStrategies) {
+    if (strategy != sync::kAllEnqueueStrategies.front()) help += ", ";
+    help += to_string(strategy);
+    if (strategy == default_strategy) help += " (default)";
+  }
+  return help;
+}
+
+const std::string kEnqueueHelp = enqueue_help();
+
+// After kEnqueueHelp, which it points into (one translation unit initializes in order).
+const DaemonKey kDaemonKeys[] = {
     {"control", "PATH", "Control socket (mode 0600) for `uvhost ctl`; empty: none"},
     {"pool_workers", "N", "Workers of the shared pool (ports with workers=pool), 1..64 (default 2)"},
-    {"enqueue", "STRATEGY",
-     "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)"},
+    {"enqueue", "STRATEGY", kEnqueueHelp},
     {"switch_tap", "IFNAME",
      "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink; empty: "
      "none"},
@@ -162,7 +177,7 @@ bool apply_daemon_key(std::string_view key, std::string_view value, ServeConfig&
     return true;
   }
   if (key == control::kEnqueue) {
-    const auto strategy = sync::parse_enqueue_strategy(value);
+    const auto strategy = base::parse_enum<sync::EnqueueStrategy>(value);
     if (!strategy) {
       error = base::unknown_name(control::kEnqueue, value, control::kEnqueueChoices);
       return false;

@@ -66,6 +66,15 @@ TEST(ServeConfigTest, EveryKeyIsOptional) {
   EXPECT_EQ(config->daemon.control_path, "/c.sock");
 }
 
+// enqueue's help lists the strategies from their name table, the default marked.
+TEST(ServeConfigTest, EnqueueHelpListsTheStrategies) {
+  for (const DaemonKey& key : daemon_keys()) {
+    if (key.key != "enqueue") continue;
+    EXPECT_EQ(key.help,
+              "Work-queue enqueue strategy of every worker: locked_wake, unlock_wake, lockless (default)");
+  }
+}
+
 // The vocabulary is defined once: every key of daemon_keys() is taken by
 // apply_daemon_key(), written by to_json() and read back from it, and its flag is
 // the key with dashes.

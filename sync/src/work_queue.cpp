@@ -14,14 +14,6 @@
 
 namespace uvhost::sync {
 
-std::string_view to_string(EnqueueStrategy strategy) noexcept {
-  return base::name_of(kEnqueueStrategyNames, strategy, "?");
-}
-
-std::optional<EnqueueStrategy> parse_enqueue_strategy(std::string_view name) noexcept {
-  return base::parse(kEnqueueStrategyNames, name);
-}
-
 WorkItem::WorkItem(std::function<void()> fn) : fn_(std::move(fn)) {
   UVHOST_MISUSE_CHECK(static_cast<bool>(fn_), "WorkItem constructed without a function");
 }

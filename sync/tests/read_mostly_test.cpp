@@ -51,12 +51,12 @@ struct Table {
 class ReadMostlyTest : public ::testing::TestWithParam<GuardPolicy> {};
 
 TEST(ReadMostlyPolicy, StringsRoundTrip) {
-  for (GuardPolicy p : kAllGuardPolicies) EXPECT_EQ(guard_policy_from_string(to_string(p)), p);
+  for (GuardPolicy p : kAllGuardPolicies) EXPECT_EQ(base::parse_enum<GuardPolicy>(to_string(p)), p);
   EXPECT_EQ(to_string(GuardPolicy::kMutex), "mutex");
   EXPECT_EQ(to_string(GuardPolicy::kRwSem), "rwsem");
   EXPECT_EQ(to_string(GuardPolicy::kPthreadRwlock), "pthread-rwlock");
   EXPECT_EQ(to_string(GuardPolicy::kRcu), "rcu");
-  EXPECT_FALSE(guard_policy_from_string("seqlock").has_value());
+  EXPECT_FALSE(base::parse_enum<GuardPolicy>("seqlock").has_value());
 }
 
 TEST_P(ReadMostlyTest, ReadReturnsValueAndReplaceDestroysOld) {

@@ -227,9 +227,11 @@ TEST(WorkQueue, ItemQueuedWithOneStrategyIsNotQueuedAgainWithAnother) {
 }
 
 TEST(WorkQueue, StrategyNamesRoundTrip) {
-  for (EnqueueStrategy s : kAllEnqueueStrategies) EXPECT_EQ(parse_enqueue_strategy(to_string(s)), s);
-  EXPECT_FALSE(parse_enqueue_strategy("a").has_value());  // one spelling per strategy
-  EXPECT_FALSE(parse_enqueue_strategy("mutex").has_value());
+  for (EnqueueStrategy s : kAllEnqueueStrategies) {
+    EXPECT_EQ(base::parse_enum<EnqueueStrategy>(to_string(s)), s);
+  }
+  EXPECT_FALSE(base::parse_enum<EnqueueStrategy>("a").has_value());  // one spelling per strategy
+  EXPECT_FALSE(base::parse_enum<EnqueueStrategy>("mutex").has_value());
 }
 
 #if UVHOST_MISUSE_CHECKS_ENABLED

@@ -161,11 +161,11 @@ void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std:
                                                   : "producers queue the handler on the Worker themselves");
     const auto at = [&](int queues, std::size_t k) { return result.find(path, queues, c.strategies[k]); };
     print_variant_sweep({"queues", "strategy", "kicks/s", "kicks handled/s"}, c.queues,
-                        names(c.strategies, sync::to_string),
+                        names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
                         [&](int queues, std::size_t k) { return figures(*at(queues, k)); }, out);
     field_table({"queues", "strategy", "written/s", "handled/s", "handler runs/s", "worker %", "producers %",
                  "signal ns", "wakeups/s", "epoll waits/s", "lost"},
-                c.queues, names(c.strategies, sync::to_string), kFields, at,
+                c.queues, names(c.strategies, sync::to_string<sync::EnqueueStrategy>), kFields, at,
                 [](const WorkqueueDatapathCell& cell) { return std::vector<std::string>{std::to_string(cell.lost)}; })
         .print(out);
     out << "\n";
@@ -202,7 +202,7 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
 std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& result) {
   const auto& c = result.config;
   return charts_per_variant<WorkqueueDatapathCell>(
-      c.paths, c.queues, "queue", names(c.strategies, sync::to_string),
+      c.paths, c.queues, "queue", names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
       [](KickPath path) {
         const std::string prefix = fmt::format("datapath Worker, {} kicks: ", to_string(path));
         return std::vector<ChartFigure<WorkqueueDatapathCell>>{

@@ -62,6 +62,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 enum class OffloadReason : uint8_t {
   kOk,
   kChecksumNotNegotiated,   // NEEDS_CSUM without VIRTIO_NET_F_CSUM
@@ -111,9 +113,7 @@ inline constexpr auto kOffloadReasonNames = base::name_table<OffloadReason>({
 });
 static_assert(kOffloadReasonNames.size() == kOffloadReasonCount);
 
-constexpr std::string_view to_string(OffloadReason reason) noexcept {
-  return base::name_of(kOffloadReasonNames, reason);
-}
+constexpr const auto& enum_names(OffloadReason) noexcept { return kOffloadReasonNames; }
 
 enum class GsoKind : uint8_t {
   kNone,  // no segmentation asked for (a partial checksum at most)

@@ -146,6 +146,9 @@ namespace uvhost::backends {
 
 // What happened to the copies of a switched frame (per pair, per ingress).
 namespace switch_delivery {
+
+using base::to_string;
+
 enum Counter : size_t {
   kDelivered,          // copies the receiver's injector took
   kInjectFailed,       // copies the receiver's injector refused (queue stopped or full)
@@ -175,9 +178,7 @@ inline constexpr auto kCounterNames = base::name_table<Counter>({
     {kIngressDetached, "ingress_detached"},
 });
 static_assert(kCounterNames.size() == kCount);
-constexpr std::string_view name(Counter counter) noexcept {
-  return base::name_of(kCounterNames, counter);
-}
+constexpr const auto& enum_names(Counter) noexcept { return kCounterNames; }
 }  // namespace switch_delivery
 
 // The delivery counters of one ingress (a port or the uplink), per pair, and its frames

@@ -57,6 +57,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 inline constexpr size_t kEthernetHeaderSize = 14;
 
 enum class ForwardKind : uint8_t { kUnicast, kFlood, kDrop };
@@ -81,12 +83,8 @@ inline constexpr auto kForwardReasonNames = base::name_table<ForwardReason>({
 });
 inline constexpr size_t kForwardReasonCount = kForwardReasonNames.size();
 
-constexpr std::string_view to_string(ForwardKind kind) noexcept {
-  return base::name_of(kForwardKindNames, kind);
-}
-constexpr std::string_view to_string(ForwardReason reason) noexcept {
-  return base::name_of(kForwardReasonNames, reason);
-}
+constexpr const auto& enum_names(ForwardKind) noexcept { return kForwardKindNames; }
+constexpr const auto& enum_names(ForwardReason) noexcept { return kForwardReasonNames; }
 
 struct ForwardDecision {
   ForwardKind kind = ForwardKind::kDrop;

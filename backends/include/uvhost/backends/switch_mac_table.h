@@ -116,6 +116,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 using PortId = uint32_t;
 // Reserved: never a port (ForwardDecision::port when there is no single port).
 inline constexpr PortId kNoPort = UINT32_MAX;
@@ -173,9 +175,7 @@ inline constexpr auto kLearnResultNames = base::name_table<LearnResult>({
     {LearnResult::kNotUnicast, "not-unicast"},
 });
 inline constexpr size_t kLearnResultCount = kLearnResultNames.size();
-constexpr std::string_view to_string(LearnResult result) noexcept {
-  return base::name_of(kLearnResultNames, result);
-}
+constexpr const auto& enum_names(LearnResult) noexcept { return kLearnResultNames; }
 
 // Counters of the table (monotonic, except entries). Read with MacTable::stats().
 struct MacTableStats {

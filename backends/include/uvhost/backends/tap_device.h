@@ -89,6 +89,8 @@
 
 namespace uvhost::backends {
 
+using base::to_string;
+
 // TUNSETOFFLOAD flags (<linux/if_tun.h>; USO4/USO6 since Linux 6.2).
 namespace tun_offload {
 inline constexpr unsigned kCsum = 0x01;
@@ -178,12 +180,8 @@ inline constexpr auto kReadStatusNames = base::name_table<ReadStatus>({
     {ReadStatus::kGone, "tap gone"},
     {ReadStatus::kError, "error"},
 });
-constexpr std::string_view to_string(WriteStatus status) noexcept {
-  return base::name_of(kWriteStatusNames, status, "?");
-}
-constexpr std::string_view to_string(ReadStatus status) noexcept {
-  return base::name_of(kReadStatusNames, status, "?");
-}
+constexpr const auto& enum_names(WriteStatus) noexcept { return kWriteStatusNames; }
+constexpr const auto& enum_names(ReadStatus) noexcept { return kReadStatusNames; }
 
 class TapDevice {
  public:

@@ -13,6 +13,15 @@
 //  - unknown_name(what, text, table) is the error for a name not in the table:
 //    "WHAT 'TEXT' unknown (a, b, c)".
 //  - Everything but names/join_names/choice_list is constexpr and noexcept.
+//
+// An enum's own table: E names its table once, next to it and in E's namespace, with
+//     constexpr const auto& enum_names(E) noexcept { return kENames; }
+// Found by argument-dependent lookup (the customization-point style of std::ranges and
+// abseil's AbslStringify), that hook makes E a NamedEnum, and then
+//  - to_string(value) is name_of(enum_names(value), value, kUnknownEnumName);
+//  - parse_enum<E>(text) is parse(enum_names(E{}), text).
+// A namespace holding NamedEnums says `using base::to_string;` so that unqualified
+// to_string(value) finds it by the same lookup, from any namespace.
 #pragma once
 
 #include <array>
@@ -20,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace uvhost::base {
@@ -106,6 +116,25 @@ std::string unknown_name(std::string_view what, std::string_view text, const Nam
   result += join_names(table, ", ");
   result += ')';
   return result;
+}
+
+// What to_string() prints for a value missing from its enum's table.
+inline constexpr std::string_view kUnknownEnumName = "unknown";
+
+template <typename E>
+concept NamedEnum = std::is_enum_v<E> && requires(E value) {
+  name_of(enum_names(value), value);  // the hook gives a table of E
+};
+
+template <NamedEnum E>
+constexpr std::string_view to_string(E value) noexcept {
+  return name_of(enum_names(value), value, kUnknownEnumName);
+}
+
+// nullopt for a name not in E's table.
+template <NamedEnum E>
+constexpr std::optional<E> parse_enum(std::string_view text) noexcept {
+  return parse(enum_names(E{}), text);
 }
 
 }  // namespace uvhost::base

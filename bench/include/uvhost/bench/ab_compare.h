@@ -41,6 +41,8 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 struct CompareDefaults {
   // 20 rounds of 0.5 s per side after 0.2 s warm-up. Chosen by `uvhost bench
   // calibrate` (docs/BENCHMARKS.md, "Calibration"): the fewest rounds that see the
@@ -65,9 +67,7 @@ using PairRunner = std::function<std::array<RunResult, 2>(const Config& a, const
 enum class Interleave { kRuns, kSlices };
 inline constexpr auto kInterleaveNames =
     base::name_table<Interleave>({{Interleave::kRuns, "runs"}, {Interleave::kSlices, "slices"}});
-constexpr std::string_view to_string(Interleave interleave) noexcept {
-  return base::name_of(kInterleaveNames, interleave, "runs");
-}
+constexpr const auto& enum_names(Interleave) noexcept { return kInterleaveNames; }
 using ProgressFn = std::function<void(const std::string&)>;
 
 struct CompareSpec {

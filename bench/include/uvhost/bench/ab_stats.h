@@ -53,15 +53,12 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 enum class AbMethod { kPairedT, kWelch, kSignedRank };
 inline constexpr auto kAbMethodNames = base::name_table<AbMethod>(
     {{AbMethod::kPairedT, "paired-t"}, {AbMethod::kWelch, "welch"}, {AbMethod::kSignedRank, "signed-rank"}});
-constexpr std::string_view to_string(AbMethod method) noexcept {
-  return base::name_of(kAbMethodNames, method, "paired-t");
-}
-constexpr std::optional<AbMethod> parse_ab_method(std::string_view text) noexcept {
-  return base::parse(kAbMethodNames, text);
-}
+constexpr const auto& enum_names(AbMethod) noexcept { return kAbMethodNames; }
 // One line: what the method computes and what it assumes, for report headers.
 std::string_view method_assumption(AbMethod method) noexcept;
 
@@ -70,9 +67,7 @@ inline constexpr auto kVerdictNames = base::name_table<Verdict>({{Verdict::kBett
                                                                  {Verdict::kWorse, "worse"},
                                                                  {Verdict::kNoise, "noise"},
                                                                  {Verdict::kInvalid, "n/a"}});
-constexpr std::string_view to_string(Verdict verdict) noexcept {
-  return base::name_of(kVerdictNames, verdict, "n/a");
-}
+constexpr const auto& enum_names(Verdict) noexcept { return kVerdictNames; }
 
 // Which way is good for the metric: throughput up, latency and CPU down.
 enum class Direction { kHigherIsBetter, kLowerIsBetter };

@@ -34,6 +34,8 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 inline constexpr int kRunRetries = 2;
 
 Runner real_runner(const RunOptions& options, std::shared_ptr<size_t> failures);
@@ -45,9 +47,7 @@ inline constexpr auto kInterleaveRequestNames =
     base::name_table<InterleaveRequest>({{InterleaveRequest::kAuto, "auto"},
                                          {InterleaveRequest::kRuns, "runs"},
                                          {InterleaveRequest::kSlices, "slices"}});
-constexpr std::optional<InterleaveRequest> parse_interleave_request(std::string_view name) noexcept {
-  return base::parse(kInterleaveRequestNames, name);
-}
+constexpr const auto& enum_names(InterleaveRequest) noexcept { return kInterleaveRequestNames; }
 
 struct InterleaveChoice {
   Interleave interleave = Interleave::kRuns;

@@ -31,16 +31,16 @@
 
 namespace uvhost::bench {
 
+using base::to_string;
+
 enum class Workload { kStreamTx, kStreamRx, kRr };
 // In the order usage text and errors list them.
-inline constexpr auto kWorkloadNames = base::name_table<Workload>(
-    {{Workload::kRr, "rr"}, {Workload::kStreamTx, "stream-tx"}, {Workload::kStreamRx, "stream-rx"}});
-constexpr std::string_view to_string(Workload workload) noexcept {
-  return base::name_of(kWorkloadNames, workload, "?");
-}
-constexpr std::optional<Workload> parse_workload(std::string_view text) noexcept {
-  return base::parse(kWorkloadNames, text);
-}
+inline constexpr auto kWorkloadNames = base::name_table<Workload>({
+    {Workload::kRr, "rr"},
+    {Workload::kStreamTx, "stream-tx"},
+    {Workload::kStreamRx, "stream-rx"},
+});
+constexpr const auto& enum_names(Workload) noexcept { return kWorkloadNames; }
 
 // One point of a sweep.
 struct Point {
@@ -87,6 +87,7 @@ std::string describe(const Config& config);
 enum class Frontend { kEmbedded, kQemu };
 inline constexpr auto kFrontendNames =
     base::name_table<Frontend>({{Frontend::kEmbedded, "embedded"}, {Frontend::kQemu, "qemu"}});
+constexpr const auto& enum_names(Frontend) noexcept { return kFrontendNames; }
 
 struct RunOptions {
   double seconds = 1.0;        // measured window per run

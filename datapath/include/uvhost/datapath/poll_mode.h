@@ -36,6 +36,8 @@
 
 namespace uvhost::datapath {
 
+using base::to_string;
+
 enum class PollMode : uint8_t { kNotify, kBusy, kAlways, kAdaptive };
 enum class ExitPolicy : uint8_t { kAccurate, kAnyWork };
 
@@ -44,6 +46,8 @@ inline constexpr auto kPollModeNames = base::name_table<PollMode>(
     {{PollMode::kNotify, "notify"}, {PollMode::kBusy, "busy"}, {PollMode::kAlways, "always"}, {PollMode::kAdaptive, "adaptive"}});
 inline constexpr auto kExitPolicyNames =
     base::name_table<ExitPolicy>({{ExitPolicy::kAccurate, "accurate"}, {ExitPolicy::kAnyWork, "any"}});
+constexpr const auto& enum_names(PollMode) noexcept { return kPollModeNames; }
+constexpr const auto& enum_names(ExitPolicy) noexcept { return kExitPolicyNames; }
 
 struct PollSettings {
   PollMode mode = PollMode::kNotify;
@@ -67,12 +71,8 @@ inline constexpr auto kPollExitNames = base::name_table<PollExit>({{PollExit::kW
                                                                    {PollExit::kAnyWork, "any_work"},
                                                                    {PollExit::kTimeout, "timeout"}});
 inline constexpr size_t kPollExitCount = kPollExitNames.size();
+constexpr const auto& enum_names(PollExit) noexcept { return kPollExitNames; }
 
-std::string_view to_string(PollMode mode) noexcept;
-std::string_view to_string(ExitPolicy policy) noexcept;
-std::string_view to_string(PollExit exit) noexcept;
-std::optional<PollMode> parse_poll_mode(std::string_view text) noexcept;
-std::optional<ExitPolicy> parse_exit_policy(std::string_view text) noexcept;
 // "busy(50us,accurate)", "notify", "always", "adaptive(<=50us,accurate)".
 std::string describe(const PollSettings& settings);
 

@@ -33,18 +33,15 @@
 
 namespace uvhost::datapath {
 
+using base::to_string;
+
 enum class TxDelivery : uint8_t { kInPlace, kAtMostOnce };
 
 inline constexpr auto kTxDeliveryNames = base::name_table<TxDelivery>(
     {{TxDelivery::kInPlace, "in_place"}, {TxDelivery::kAtMostOnce, "at_most_once"}});
 
-constexpr std::string_view to_string(TxDelivery delivery) noexcept {
-  return base::name_of(kTxDeliveryNames, delivery);
-}
+constexpr const auto& enum_names(TxDelivery) noexcept { return kTxDeliveryNames; }
 
-constexpr std::optional<TxDelivery> parse_tx_delivery(std::string_view text) noexcept {
-  return base::parse(kTxDeliveryNames, text);
-}
 
 class TxBounce {
  public:

@@ -35,18 +35,14 @@
 
 namespace uvhost::datapath {
 
+using base::to_string;
+
 enum class WorkerMapping : uint8_t { kDevice, kQueuePair, kPool };
 inline constexpr auto kWorkerMappingNames =
     base::name_table<WorkerMapping>({{WorkerMapping::kDevice, "device"},
                                      {WorkerMapping::kQueuePair, "pair"},
                                      {WorkerMapping::kPool, "pool"}});
-constexpr std::string_view to_string(WorkerMapping mapping) noexcept {
-  return base::name_of(kWorkerMappingNames, mapping, "?");
-}
-// nullopt for a name not in kWorkerMappingNames.
-constexpr std::optional<WorkerMapping> parse_worker_mapping(std::string_view text) noexcept {
-  return base::parse(kWorkerMappingNames, text);
-}
+constexpr const auto& enum_names(WorkerMapping) noexcept { return kWorkerMappingNames; }
 
 class WorkerPool {
  public:

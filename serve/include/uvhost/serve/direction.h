@@ -17,14 +17,14 @@
 
 namespace uvhost::serve {
 
+using base::to_string;
+
 enum class Direction { kRx, kTx };
 
 inline constexpr auto kDirectionNames =
     base::name_table<Direction>({{Direction::kRx, "rx"}, {Direction::kTx, "tx"}});
 
-inline constexpr std::string_view to_string(Direction direction) {
-  return base::name_of(kDirectionNames, direction);
-}
+constexpr const auto& enum_names(Direction) noexcept { return kDirectionNames; }
 
 // `guest_transmit`: the vring is one the guest transmits on (virtio's TX queue).
 inline constexpr Direction direction_of(bool guest_transmit) {

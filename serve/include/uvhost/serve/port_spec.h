@@ -71,15 +71,15 @@
 
 namespace uvhost::serve {
 
+using base::to_string;
+
 enum class BackendKind { kSink, kSource, kLoopback, kTap, kSwitch };
 inline constexpr auto kBackendKindNames = base::name_table<BackendKind>({{BackendKind::kSink, "sink"},
                                                                          {BackendKind::kSource, "source"},
                                                                          {BackendKind::kLoopback, "loopback"},
                                                                          {BackendKind::kTap, "tap"},
                                                                          {BackendKind::kSwitch, "switch"}});
-constexpr std::string_view to_string(BackendKind kind) noexcept {
-  return base::name_of(kBackendKindNames, kind, "?");
-}
+constexpr const auto& enum_names(BackendKind) noexcept { return kBackendKindNames; }
 
 struct PortSpec {
   std::string name;

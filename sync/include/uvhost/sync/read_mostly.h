@@ -99,6 +99,8 @@ extern "C" void __tsan_release(void* addr);
 
 namespace uvhost::sync {
 
+using base::to_string;
+
 enum class GuardPolicy { kMutex, kRwSem, kPthreadRwlock, kRcu };
 
 // The one spelling of each policy: printing, parsing and choice lists come from here.
@@ -109,12 +111,8 @@ inline constexpr auto kGuardPolicyNames = base::name_table<GuardPolicy>({{GuardP
 
 inline constexpr auto kAllGuardPolicies = base::values_of(kGuardPolicyNames);
 
-constexpr std::string_view to_string(GuardPolicy policy) noexcept { return base::name_of(kGuardPolicyNames, policy); }
+constexpr const auto& enum_names(GuardPolicy) noexcept { return kGuardPolicyNames; }
 
-// nullopt for an unknown name.
-constexpr std::optional<GuardPolicy> guard_policy_from_string(std::string_view name) noexcept {
-  return base::parse(kGuardPolicyNames, name);
-}
 
 namespace detail {
 

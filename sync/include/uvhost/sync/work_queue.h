@@ -99,6 +99,8 @@
 
 namespace uvhost::sync {
 
+using base::to_string;
+
 enum class EnqueueStrategy : uint8_t {
   kLockedWake,      // (a) wake-up while holding the list spinlock (pre-2013 kernel)
   kUnlockThenWake,  // (b) wake-up after unlocking (the 2013 vhost_work_queue patch)
@@ -111,11 +113,9 @@ inline constexpr auto kEnqueueStrategyNames =
                                        {EnqueueStrategy::kUnlockThenWake, "unlock_wake"},
                                        {EnqueueStrategy::kLockless, "lockless"}});
 
-inline constexpr auto kAllEnqueueStrategies = base::values_of(kEnqueueStrategyNames);
+constexpr const auto& enum_names(EnqueueStrategy) noexcept { return kEnqueueStrategyNames; }
 
-std::string_view to_string(EnqueueStrategy strategy) noexcept;
-// nullopt for a name not in kEnqueueStrategyNames.
-std::optional<EnqueueStrategy> parse_enqueue_strategy(std::string_view name) noexcept;
+inline constexpr auto kAllEnqueueStrategies = base::values_of(kEnqueueStrategyNames);
 
 class WorkQueue;
 

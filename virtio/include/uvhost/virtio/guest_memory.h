@@ -48,6 +48,8 @@
 
 namespace uvhost::virtio {
 
+using base::to_string;
+
 // One region as vhost-user's SET_MEM_TABLE describes it (plus its fd).
 struct RegionSpec {
   uint64_t guest_phys_addr = 0;
@@ -114,9 +116,7 @@ inline constexpr auto kBackingNames = base::name_table<MemoryRegion::Backing>({
     {MemoryRegion::Backing::kHugetlbfs, "hugetlbfs"},
     {MemoryRegion::Backing::kFile, "file"},
 });
-constexpr std::string_view to_string(MemoryRegion::Backing backing) noexcept {
-  return base::name_of(kBackingNames, backing);
-}
+constexpr const auto& enum_names(MemoryRegion::Backing) noexcept { return kBackingNames; }
 
 enum class TranslateStatus {
   kOk,
@@ -130,9 +130,7 @@ inline constexpr auto kTranslateStatusNames = base::name_table<TranslateStatus>(
     {TranslateStatus::kWraps, "address + length wraps around"},
     {TranslateStatus::kTooManyPieces, "buffer split into too many pieces"},
 });
-constexpr std::string_view to_string(TranslateStatus status) noexcept {
-  return base::name_of(kTranslateStatusNames, status);
-}
+constexpr const auto& enum_names(TranslateStatus) noexcept { return kTranslateStatusNames; }
 
 class GuestMemoryMap {
  private:

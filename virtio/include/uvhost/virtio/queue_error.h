@@ -12,6 +12,8 @@
 
 namespace uvhost::virtio {
 
+using base::to_string;
+
 enum class QueueError {
   kNone,
   kBadQueueSize,            // not a power of two in 1..32768
@@ -61,8 +63,6 @@ inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
     {QueueError::kGuestMemoryFault, "guest memory cut short under the device"},
 });
 
-constexpr std::string_view to_string(QueueError error) noexcept {
-  return base::name_of(kQueueErrorNames, error, "unknown queue error");
-}
+constexpr const auto& enum_names(QueueError) noexcept { return kQueueErrorNames; }
 
 }  // namespace uvhost::virtio

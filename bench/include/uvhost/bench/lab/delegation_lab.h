@@ -1,24 +1,38 @@
 // delegation_lab.h - a delegation lock (the holder runs the waiters' critical
-// sections, flat-combining / ffwd style) against spinlocks and mutexes on SLAB's
-// refill/flush critical sections (experiments/lock_load.h run_slab_load()).
+// sections, flat-combining / ffwd style) against spinlocks and mutexes, in three
+// structures driven by experiments/lock_load.h's loads:
+//  - slab: SLAB's refill/flush critical sections (run_slab_load); an op is one section;
+//  - pool: a PacketPool's per-thread caches (run_pool_load); an op is one refill or
+//    flush section; items are buffers got;
+//  - txq: one SharedTxQueue (run_txq_load); an op is one push section, try or retry,
+//    and the consumer's CPU counts in CPU ns/CS; items are accepted descriptors
+//    (pkts/s, the throughput) with their own ratio to std::mutex, beside the saturation
+//    figures (dropped, pushes that found the queue full, retries per burst, bursts that
+//    lost descriptors).
+// "delegation-async" runs on slab only: pool and txq take their lock through
+// experiments::SectionLock, which is synchronous.
 //
-// Each lock runs `runs` times for `duration_ms` per thread count, locks rotated each
-// run (lab_engine.h). Per lock and thread count, mean and 95% CI over the runs of:
+// A lab on the engine (lab_engine.h): per thread count, a cell per lock, `runs` runs of
+// `duration_ms` each with the locks' order rotated every run. Per cell, mean and 95% CI
+// over the runs of:
 //  - ops/s: critical sections per second, all threads, until the last thread has
 //    finished its last operation after the stop signal (draining a queued lock counts);
 //  - ns/CS: wall time per critical section; CPU ns/CS: CPU of all threads per section;
 //  - cores: CPU used during the run; fairness: the slowest thread's ops / the mean's;
-//  - vs std::mutex: the ops/s ratio with its CI and verdict (lab_summary.h).
+//  - vs std::mutex: the ops/s ratio to std::mutex's at the same thread count, with its
+//    CI and verdict (lab_summary.h); invalid when std::mutex was not run.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_engine.h"
 #include "uvhost/bench/lab/lab_summary.h"
@@ -26,100 +40,89 @@
 
 namespace uvhost::bench::lab {
 
-struct DelegationLabOptions {
+using base::to_string;
+
+enum class LockStructure { kSlab, kPool, kTxq };
+inline constexpr auto kLockStructureNames = base::name_table<LockStructure>(
+    {{LockStructure::kSlab, "slab"}, {LockStructure::kPool, "pool"}, {LockStructure::kTxq, "txq"}});
+constexpr const auto& enum_names(LockStructure) noexcept { return kLockStructureNames; }
+
+struct DelegationLabConfig {
+  LockStructure structure = LockStructure::kSlab;
   std::vector<int> threads{2, 4, 16, 64};
-  std::vector<std::string> locks;  // empty: every lock in delegation_lab_locks()
+  std::vector<std::string> locks;  // empty: every lock the structure runs
   int runs = 5;
   int duration_ms = 200;
-  std::size_t batch = 16;            // objects per refill/flush (SLAB's batchcount)
-  std::size_t private_work = 64;     // loop iterations of private work between sections
-  std::size_t pool_objects = 1 << 16;
-  std::size_t objects_per_slab = 32;
+  std::size_t batch = 16;             // slab: objects per refill/flush (SLAB's batchcount); txq: per burst
+  std::size_t private_work = 64;      // loop iterations between sections (pool: per batch; txq: per burst)
+  std::size_t pool_objects = 1 << 16;  // slab
+  std::size_t objects_per_slab = 32;   // slab
+  std::size_t ring = 256;              // pool: buffers a thread holds per cycle
+  std::size_t cache_capacity = 64;     // pool: buffers per thread cache
+  std::size_t buffer_size = 2048;      // pool: bytes per buffer
+  std::size_t txq_capacity = 1024;     // txq: descriptors the queue holds
+  std::size_t consumer_burst = 256;    // txq: most descriptors per pop
+  std::size_t txq_retries = 8;         // txq: retries of a burst that found the queue full before a drop
 };
 
-struct DelegationPoint {
-  std::string lock;
+// One txq run's raw counts (the queue's own counters where it keeps them).
+struct TxqRunCounts {
+  uint64_t offered = 0;         // descriptors the workers built (each counted once)
+  uint64_t accepted = 0;        // queue: accepted
+  uint64_t dropped = 0;         // queue: dropped (after the last retry)
+  uint64_t pushes = 0;          // queue: push sections, tries and retries
+  uint64_t full = 0;            // queue: push sections that found it full
+  uint64_t bursts = 0;          // bursts the workers built
+  uint64_t dropped_bursts = 0;  // bursts that lost at least one descriptor
+};
+
+// One run of one lock at one thread count.
+struct DelegationSample {
+  double ops_per_s = 0, ns_per_cs = 0, cpu_ns_per_cs = 0, cores = 0, fairness = 0;
+  double items_per_s = 0;  // pool: buffers got per s; txq: descriptors accepted per s
+  // txq (0 elsewhere): dropped / offered; push sections that found the queue full / push
+  // sections; retry sections / bursts; bursts that lost a descriptor / bursts.
+  double drop_ratio = 0, full_ratio = 0, retries_per_burst = 0, burst_drop_ratio = 0;
+  TxqRunCounts counts;  // txq
+};
+
+struct DelegationCell : LabCell<DelegationSample> {
+  LockStructure structure = LockStructure::kSlab;
   int threads = 0;
-  std::vector<double> ops_per_s, ns_per_cs, cpu_ns_per_cs, cores, fairness;  // one per run
-  Summary ops_per_s_summary, ns_per_cs_summary, cpu_ns_per_cs_summary, cores_summary, fairness_summary;
-  BaselineRatio vs_mutex;  // ops/s relative to std::mutex at the same thread count, with its verdict
+  std::string lock;
+  Summary ops_per_s, ns_per_cs, cpu_ns_per_cs, cores, fairness, items_per_s, drop_ratio, full_ratio,
+      retries_per_burst, burst_drop_ratio;
+  BaselineRatio vs_mutex;        // ops/s against std::mutex's at the same thread count
+  BaselineRatio items_vs_mutex;  // items/s the same way
+  auto key() const noexcept { return std::tie(structure, threads, lock); }
+  auto key() noexcept { return std::tie(structure, threads, lock); }
 };
 
-struct DelegationLabReport {
-  DelegationLabOptions options;
-  std::vector<DelegationPoint> points;
-};
+// Cells thread-count-major, then lock (config order); find(structure, threads, lock).
+using DelegationLabResult = LabResult<DelegationLabConfig, DelegationCell>;
 
-// Names of the locks the lab can run, in table order ("std::mutex" first).
-std::vector<std::string> delegation_lab_locks();
+// Names of the locks `structure` runs, in table order ("std::mutex" first).
+std::vector<std::string> delegation_lab_locks(LockStructure structure = LockStructure::kSlab);
 
-// Runs the experiment. `progress`, if given, gets one line per finished run.
-// Throws std::runtime_error if a lock broke the pool's invariants or a name is unknown.
-DelegationLabReport run_delegation_lab(const DelegationLabOptions& options, std::ostream* progress);
+// Runs the lab on config.structure; `progress` gets one line per finished run. Throws
+// std::runtime_error for an unknown lock, none that runs on the structure, a count
+// below 1 (runs, duration, batch, a thread count), a pool ring of 0 or a cache smaller
+// than the batch, a txq without capacity or consumer burst, or a run that broke the
+// structure's invariants.
+DelegationLabResult run_delegation_lab(const DelegationLabConfig& config, const LabProgress& progress);
 
-void print_delegation_table(const DelegationLabReport& report, std::ostream& out);
-nlohmann::json to_json(const DelegationLabReport& report);
+// Every cell's vs_mutex and items_vs_mutex from its summaries.
+void set_vs_mutex(DelegationLabResult& result);
+
+// What the structure is, then a row per cell (a separator between thread counts):
+// threads | lock | ops/s | ns/CS | CPU ns/CS | cores | fairness | vs std::mutex |
+// verdict, then buffers/s (pool), or pkts/s | dropped | full | retries/burst | pkts/s vs
+// std::mutex (txq).
+void print_delegation_table(const DelegationLabResult& result, std::ostream& out);
+// {"experiment", "seed", "structure", "options", "points": [the structure's figures,
+// "vs_mutex", "samples"]}.
+nlohmann::json delegation_lab_json(const DelegationLabResult& result);
 // ops/s and CPU ns per critical section, a group per thread count, a bar per lock.
-std::vector<BarChart> delegation_charts(const DelegationLabReport& report);
-
-// What both delegation labs (this one and delegation_datapath_lab.h) share:
-//  - set_vs_mutex(): every point's ops/s against std::mutex's at its thread count
-//    (left invalid when std::mutex was not run);
-//  - point_headers() / point_cells(): the table columns threads | lock | ops/s | ns/CS |
-//    CPU ns/CS | cores | fairness | vs std::mutex | verdict, and one point's cells;
-//  - point_json(): one point's summaries, samples and vs_mutex (ratio, CI, verdict);
-//  - point_charts(): the panels of delegation_charts() for any list of points.
-// record_run(): one run's figures from its raw counts (critical sections, the slowest
-// thread's, CPU and wall time); summarize_point(): every figure's Summary.
-void record_run(DelegationPoint& p, uint64_t ops, uint64_t min_ops, int64_t cpu_ns, int64_t wall_ns);
-void summarize_point(DelegationPoint& p);
-void set_vs_mutex(const std::vector<DelegationPoint*>& points);
-std::vector<std::string> point_headers();
-std::vector<std::string> point_cells(const DelegationPoint& p);
-std::string verdict_note();  // one line: what the verdict column says
-// {"experiment", "seed", "options": the options both labs share, "points": []}.
-nlohmann::json report_json(const DelegationLabOptions& options);
-
-// The points as a table (cells(point) per row, a separator between thread counts),
-// then verdict_note(). base(point) is the point's DelegationPoint.
-template <class Point, class Base, class Cells>
-void print_points(std::ostream& out, std::vector<std::string> headers, const std::vector<Point>& points,
-                  Base&& base, Cells&& cells) {
-  TextTable table(std::move(headers));
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    if (i > 0 && base(points[i]).threads != base(points[i - 1]).threads) table.add_separator();
-    table.add_row(cells(points[i]));
-  }
-  table.print(out);
-  out << verdict_note() << "\n";
-}
-nlohmann::json point_json(const DelegationPoint& p);
-std::vector<BarChart> point_charts(const std::string& structure,
-                                   const std::vector<const DelegationPoint*>& points);
-
-// Throws std::runtime_error for runs, duration, batch or a thread count below 1, or no
-// thread counts.
-void check_common(const DelegationLabOptions& options);
-
-// The protocol of both labs (lab_engine.h run_sweep, a point per lock): each point
-// measured by measure(point, lock index, thread count, run), then summarized, held
-// against std::mutex at its thread count, and finish(points) for what the lab adds.
-// base(point) is the point's DelegationPoint.
-template <class Point, class Base, class Measure, class Finish>
-std::vector<Point> run_points(const std::vector<int>& threads, const std::vector<std::string>& locks, int runs,
-                              Base&& base, Measure&& measure, Finish&& finish) {
-  return run_sweep<Point>(
-      threads, locks.size(), runs,
-      [&](Point& p, std::size_t i, int thread_count) {
-        std::tie(base(p).lock, base(p).threads) = std::tuple(locks[i], thread_count);
-      },
-      measure, [&](std::vector<Point>& points) {
-        std::vector<DelegationPoint*> bases;
-        for (Point& p : points) bases.push_back(&base(p));
-        for (DelegationPoint* p : bases) summarize_point(*p);
-        set_vs_mutex(bases);
-        finish(points);
-      });
-}
+std::vector<BarChart> delegation_charts(const DelegationLabResult& result);
 
 }  // namespace uvhost::bench::lab

@@ -1,5 +1,5 @@
 // lab_engine.h - the one engine the sync-level labs (workqueue and its datapath half,
-// iommu-lock, delegation and its pool / txq structures) run on, in the manner of
+// iommu-lock, delegation on its slab / pool / txq structures) run on, in the manner of
 // Concurrency Kit's regressions: one harness, and per lab only what differs.
 //
 // A lab is a sample type (one run's figures), a run_once (one measured run of one cell)
@@ -10,8 +10,7 @@
 //  - run_cells(): a group of cells (one sweep point, every variant) `runs` times,
 //    interleaved (a b c a b c) or rotated each run (a b c, b c a, ...) so drift on a
 //    shared machine hits every variant alike; each sample kept, every field summarized;
-//    run_grid(): that over a two-level sweep; run_sweep(): the same rotation for labs
-//    that keep cells of their own;
+//    run_grid(): that over a two-level sweep;
 //  - ci_text() / ci_cells(): figures as "mean ±CI" table cells;
 //  - grouped_charts(): one bar chart per figure, a group per sweep point, a bar per
 //    variant with its 95% CI (gnuplot.h); charts_per_variant(): those per outer variant;
@@ -76,24 +75,6 @@ void run_grid(std::vector<Cell>& cells, const std::vector<Outer>& outers, const 
       for (const Variant& variant : variants) cells.emplace_back().key() = std::tuple(outer, inner, variant);
       run_cells(cells, first, runs, rotate, fields, run_once, progress);
     }
-}
-
-// A sweep whose labs keep a cell per (sweep point, variant) of their own type: per
-// sweep point, `variants` cells made by init(cell, variant, point), `runs` runs of each
-// interleaved with the order rotated, measure(cell, variant, point, run) for one run,
-// then finish(cells) on that point's cells. Returns every cell, sweep-point-major.
-template <class Cell, class Point, class Init, class Measure, class Finish>
-std::vector<Cell> run_sweep(const std::vector<Point>& points, std::size_t variants, int runs, Init&& init,
-                            Measure&& measure, Finish&& finish) {
-  std::vector<Cell> all;
-  for (const Point& point : points) {
-    std::vector<Cell> cells(variants);
-    for (std::size_t k = 0; k < variants; ++k) init(cells[k], k, point);
-    interleave(variants, runs, true, [&](int run, std::size_t k) { measure(cells[k], k, point, run); });
-    finish(cells);
-    all.insert(all.end(), cells.begin(), cells.end());
-  }
-  return all;
 }
 
 // "12.3 ±0.45": the mean and the CI half-width (also for a single run).
