@@ -108,18 +108,32 @@ DelegationLockStats DelegationLock::stats() const noexcept {
   return s;
 }
 
-void DelegationLock::finish_node(Node* node, const Node* own) noexcept {
+const void* DelegationLock::finish_node(Node* node, const Node* own) noexcept {
   // Read everything we need BEFORE the exchange: after it a sync node may be gone.
   const bool is_async = node->is_async;
-  if (node == own && !is_async) return;  // our own stack node: nobody waits on it
+  if (node == own && !is_async) return nullptr;  // our own stack node: nobody waits on it
   std::atomic<uint32_t>* word = &node->state;
   // release: publishes the result (and the critical section's writes) to the owner's
-  // acquire load. After this store only the node's address is used (sync) or the
-  // lock's own reference keeps it alive (async).
+  // acquire load. After this store only the node's address is used.
   const uint32_t previous = word->exchange(detail::kNodeDone, std::memory_order_release);
-  if (previous == detail::kNodeParked) wake_address(word);
   // Drop the lock's reference: the Completion may already be gone, then this frees.
   if (is_async) detail::release_async_node(static_cast<detail::AsyncNode*>(node));
+  return previous == detail::kNodeParked ? word : nullptr;
+}
+
+void DelegationLock::wake(const void* word) noexcept {
+  if (word != nullptr) wake_address(word);
+}
+
+void DelegationLock::DeferredWakes::add(const void* word) noexcept {
+  if (word == nullptr) return;
+  if (count_ == kMaxDeferredWakes) wake_all();  // a long session: wake the first batch now
+  words_[count_++] = word;
+}
+
+void DelegationLock::DeferredWakes::wake_all() noexcept {
+  for (uint32_t i = 0; i < count_; ++i) wake_address(words_[i]);
+  count_ = 0;
 }
 
 void DelegationLock::hand_off(Node* next) noexcept {
@@ -151,6 +165,7 @@ void DelegationLock::combine(Node* own) noexcept {
   uint64_t delegated = 0;
   uint64_t async = 0;
   int64_t started = 0;  // when we began running others' sections; 0: not yet
+  DeferredWakes wakes;  // woken once we no longer hold the lock
   const uint32_t max_ops = options_.max_combined_ops;
   const int64_t max_ns = options_.max_combine_ns;
 
@@ -173,18 +188,20 @@ void DelegationLock::combine(Node* own) noexcept {
       // release / relaxed: as in release_or_combine().
       if (tail_.compare_exchange_strong(expected, nullptr, std::memory_order_release,
                                         std::memory_order_relaxed)) {
-        finish_node(cur, own);
+        wakes.add(finish_node(cur, own));
+        wakes.wake_all();
         return;
       }
       next = await_link(cur);
     }
     // cur's successor is known, so cur may go (its owner may pop it right away).
-    finish_node(cur, own);
+    wakes.add(finish_node(cur, own));
     // Budget: count first (cheap), read the clock only while the count allows more.
     const bool spent = ops >= max_ops || (started != 0 && now_ns() - started >= max_ns);
     if (spent && !next->is_async) {
       flush(1);
       hand_off(next);
+      wakes.wake_all();
       return;
     }
     if (started == 0) started = now_ns();
