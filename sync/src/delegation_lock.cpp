@@ -50,14 +50,18 @@ bool this_thread_combines(const DelegationLock* lock) noexcept {
 }
 
 uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t timeout_ns,
-                    std::atomic<uint64_t>* parks) noexcept {
+                    std::atomic<uint64_t>* parks, uint32_t* spun) noexcept {
+  uint32_t spun_ignored = 0;
+  if (spun == nullptr) spun = &spun_ignored;
   // acquire (every load below): pairs with the combiner's release exchange of kDone or
   // kCombine; after it we may read the result or continue the combiner's work.
   for (uint32_t i = 0; i < spin_iterations; ++i) {
     uint32_t state = node.state.load(std::memory_order_acquire);
+    *spun = i;
     if (state >= kNodeDone) return state;
     cpu_relax();
   }
+  *spun = spin_iterations;
   const int64_t deadline = timeout_ns < 0 ? 0 : now_ns() + timeout_ns;
   for (;;) {
     uint32_t state = node.state.load(std::memory_order_acquire);
@@ -70,9 +74,10 @@ uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t time
       if (!node.state.compare_exchange_strong(state, kNodeParked, std::memory_order_acquire,
                                               std::memory_order_acquire)) {
         if (state >= kNodeDone) return state;
-      } else if (parks != nullptr) {
+      } else {
+        *spun = kWaitParked;
         // relaxed: a statistic; the node is still pending, so the lock is alive.
-        parks->fetch_add(1, std::memory_order_relaxed);
+        if (parks != nullptr) parks->fetch_add(1, std::memory_order_relaxed);
       }
     }
     if (timeout_ns < 0) {
@@ -87,7 +92,8 @@ uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t time
 
 }  // namespace detail
 
-DelegationLock::DelegationLock(DelegationLockOptions options) noexcept : options_(options) {
+DelegationLock::DelegationLock(DelegationLockOptions options) noexcept
+    : options_(options), spin_budget_(options.spin_iterations) {
   UVHOST_MISUSE_CHECK(options.max_combined_ops >= 1, "DelegationLockOptions::max_combined_ops must be >= 1");
 }
 
@@ -105,7 +111,16 @@ DelegationLockStats DelegationLock::stats() const noexcept {
   s.async_ops = async_ops_.get();
   s.handoffs = handoffs_.get();
   s.parks = parks_.load(std::memory_order_relaxed);
+  s.spin_budget = spin_budget();
   return s;
+}
+
+void DelegationLock::learn_spin(uint32_t budget, uint32_t spun) noexcept {
+  if (!options_.adaptive_spin) return;
+  const uint32_t next = detail::next_spin_budget(budget, spun, options_.spin_iterations);
+  // relaxed: a hint for later waits, published with nothing else. Stored only on a
+  // change, so a steady budget leaves its cache line shared.
+  if (next != budget) spin_budget_.store(next, std::memory_order_relaxed);
 }
 
 const void* DelegationLock::finish_node(Node* node, const Node* own) noexcept {

@@ -272,6 +272,31 @@ TEST(DelegationLockStress, HandOffsUnderLoadAndNoStarvation) {
   EXPECT_GE(*std::min_element(snapshot.begin(), snapshot.end()), kQuota / 10);
 }
 
+// Waits that park teach the lock to spin less: every section blocks for 300 us, far
+// longer than any spin budget, so each waiter parks and the budget falls to its floor;
+// without adaptive_spin it stays where the options put it. Two threads take turns, so
+// at least one of them waits for most of the run.
+void hold_in_turns(DelegationLock& lock) {
+  run_threads(2, [&](int) {
+    for (int i = 0; i < 40; ++i) lock.run([] { std::this_thread::sleep_for(300us); });
+  });
+}
+
+TEST(DelegationLockStress, AdaptiveSpinFallsWhenWaitsPark) {
+  DelegationLock lock;
+  EXPECT_EQ(lock.stats().spin_budget, DelegationLockOptions{}.spin_iterations);
+  hold_in_turns(lock);
+  const DelegationLockStats s = lock.stats();
+  EXPECT_GT(s.parks, 8u);
+  EXPECT_LT(s.spin_budget, DelegationLockOptions{}.spin_iterations / 4) << "parks=" << s.parks;
+
+  DelegationLockOptions fixed;
+  fixed.adaptive_spin = false;
+  DelegationLock fixed_lock(fixed);
+  hold_in_turns(fixed_lock);
+  EXPECT_EQ(fixed_lock.stats().spin_budget, fixed.spin_iterations);
+}
+
 // A caller may destroy the lock as soon as its own run() returned, even while the
 // combiner that ran its section is still unwinding (ASan checks the combiner does not
 // touch the lock after releasing it).

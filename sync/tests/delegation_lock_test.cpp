@@ -297,5 +297,22 @@ TEST(DelegationLockDeathTest, ZeroOpBudgetAborts) {
 }
 #endif
 
+// The adaptive spin's rule, exactly: a wait that parked halves the budget down to the
+// floor; one that ended while spinning raises it to twice its pauses plus the floor,
+// never lowers it; the cap (spin_iterations) bounds both, and a cap of 0 never spins.
+TEST(DelegationLock, SpinBudgetRule) {
+  using detail::kMinAdaptiveSpin;
+  using detail::kWaitParked;
+  using detail::next_spin_budget;
+  EXPECT_EQ(next_spin_budget(256, kWaitParked, 256), 128u);
+  EXPECT_EQ(next_spin_budget(20, kWaitParked, 256), kMinAdaptiveSpin);
+  EXPECT_EQ(next_spin_budget(kMinAdaptiveSpin, kWaitParked, 256), kMinAdaptiveSpin);
+  EXPECT_EQ(next_spin_budget(16, 10, 256), 2 * 10 + kMinAdaptiveSpin);
+  EXPECT_EQ(next_spin_budget(200, 10, 256), 200u);  // a short wait does not shorten the spin
+  EXPECT_EQ(next_spin_budget(200, 200, 256), 256u);  // capped
+  EXPECT_EQ(next_spin_budget(0, kWaitParked, 0), 0u);
+  EXPECT_EQ(next_spin_budget(0, 0, 0), 0u);
+}
+
 }  // namespace
 }  // namespace uvhost::sync

@@ -80,9 +80,12 @@ inline void release_async_node(AsyncNode* node) noexcept {
 // Waits (spin, then futex) until node.state leaves kPending/kParked, or until
 // timeout_ns has passed (timeout_ns < 0: no timeout). Returns the state seen;
 // kNodePending or kNodeParked only on timeout. Counts a sleep in *parks (the node is
-// pending then, so the lock, which owns *parks, is alive). In delegation_lock.cpp.
+// pending then, so the lock, which owns *parks, is alive). If `spun` is given it gets
+// the pauses spent before the state changed, or kWaitParked if the waiter slept.
+// In delegation_lock.cpp.
+inline constexpr uint32_t kWaitParked = UINT32_MAX;
 uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t timeout_ns,
-                    std::atomic<uint64_t>* parks) noexcept;
+                    std::atomic<uint64_t>* parks, uint32_t* spun = nullptr) noexcept;
 
 // Debug-only bookkeeping of the locks this thread is combining for (to detect
 // self-deadlock): a stack of frames, one per combining session, in a thread_local.

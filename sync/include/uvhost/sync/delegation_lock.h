@@ -35,9 +35,10 @@
 //  - Progress: blocking (it is a lock), starvation-free for run(): FIFO order plus the
 //    hand-off bound means each waiter's section runs after at most the sections queued
 //    ahead of it, and each thread's stint as combiner is bounded as above.
-//  - Waiting is spin-then-park: a waiter spins options.spin_iterations pause
+//  - Waiting is spin-then-park: a waiter spins up to options.spin_iterations pause
 //    instructions on its own node (a private cache line, no global traffic), then
-//    sleeps on a futex. Use spin_iterations = 0 when threads outnumber cores.
+//    sleeps on a futex. With options.adaptive_spin (the default) the lock learns how
+//    long to spin from its waits, down to a few pauses when threads outnumber cores.
 //  - Not recursive: run() (or Completion::wait()) on the same lock from inside one of
 //    its critical sections would deadlock; debug builds abort with a message.
 //  - Destroying the lock while a section runs or requests are queued is misuse
@@ -91,8 +92,18 @@
 // which case it never sleeps; otherwise it sleeps a little longer: the price of a
 // shorter hold.
 //
-// Trade-offs: a waiter that spins on an oversubscribed machine steals the CPU the
-// combiner needs. Hence spin-then-park with a configurable spin. The combiner's own
+// How long to spin: a waiter that spins on an oversubscribed machine steals the CPU
+// the combiner needs, one that parks at once on an idle core pays a sleep and a wake
+// for a section that would have been done in a microsecond. Neither a constant nor the
+// caller can know which case holds, so the lock learns it (adaptive_spin): one budget
+// per lock, read by each waiter before it waits. A wait that ended while spinning
+// raises the budget to at least twice the pauses it took (plus detail::kMinAdaptiveSpin);
+// a wait that parked halves it, down to that floor, so a probe still spins and
+// notices when the waits get short again. The budget is stored only when it changes:
+// in either steady state (every wait parks, every wait ends spinning) nobody writes
+// it. glibc's PTHREAD_MUTEX_ADAPTIVE_NP learns a spin count the same way from its
+// successful spins but never shortens it when spinning fails, which is the
+// oversubscribed case here. Hence spin-then-park with a configurable spin. The combiner's own
 // run() returns later than a mutex would (it pays for others' sections): that is the
 // price of keeping the data in one cache, and the reason the budget exists.
 // The futex wake after marking a stack node kDone may target a frame that has just
@@ -108,6 +119,7 @@
 // its own run() has returned and no request is queued.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -122,9 +134,13 @@
 namespace uvhost::sync {
 
 struct DelegationLockOptions {
-  // Pause instructions a waiter spins on its own node before it parks on a futex.
+  // Most pause instructions a waiter spins on its own node before it parks on a futex.
   // 0 parks at once (best when runnable threads outnumber cores).
   uint32_t spin_iterations = 256;
+  // Learn the spin from the waits (see the design note): a wait that ended while
+  // spinning keeps the budget above twice what it needed, one that had to park halves
+  // it; false: always spin_iterations.
+  bool adaptive_spin = true;
   // A combiner runs at most this many critical sections per session (its own included)
   // before it hands the role to a waiting thread. At least 1.
   uint32_t max_combined_ops = 64;
@@ -132,12 +148,28 @@ struct DelegationLockOptions {
   int64_t max_combine_ns = 50'000;
 };
 
+namespace detail {
+
+// The adaptive spin's floor: pauses a waiter spins even after many waits parked.
+inline constexpr uint32_t kMinAdaptiveSpin = 16;
+
+// The budget after a wait that had `budget` and spun `spun` pauses (kWaitParked: it
+// slept), never above `cap` (options.spin_iterations): see the design note.
+constexpr uint32_t next_spin_budget(uint32_t budget, uint32_t spun, uint32_t cap) noexcept {
+  const uint32_t wanted = spun == kWaitParked ? std::max(kMinAdaptiveSpin, budget / 2)
+                                              : std::max(budget, 2 * std::min(spun, cap) + kMinAdaptiveSpin);
+  return std::min(cap, wanted);
+}
+
+}  // namespace detail
+
 struct DelegationLockStats {
   uint64_t own_ops = 0;        // sections run by their own caller (= combining sessions)
   uint64_t delegated_ops = 0;  // sections a combiner ran on behalf of another caller
   uint64_t async_ops = 0;      // of all sections, those that came from submit()
   uint64_t handoffs = 0;       // budget spent: the combiner role passed to a waiter
   uint64_t parks = 0;          // times a waiter (run() or Completion::wait) slept on its futex
+  uint32_t spin_budget = 0;    // pauses a waiter spins now before it parks (adaptive_spin)
 };
 
 class DelegationLock {
@@ -204,6 +236,13 @@ class DelegationLock {
     uint32_t count_ = 0;
   };
 
+  uint32_t spin_budget() const noexcept {
+    // relaxed: a hint; any recent value will do.
+    return spin_budget_.load(std::memory_order_relaxed);
+  }
+  // After a wait with `budget` that spun `spun` pauses (kWaitParked: it slept).
+  void learn_spin(uint32_t budget, uint32_t spun) noexcept;
+
   void release_or_combine(Node* own) noexcept;
   void combine(Node* own) noexcept;  // slow path: out of line
   // None touches the lock object: they may run after the lock was released.
@@ -216,8 +255,10 @@ class DelegationLock {
 
   // The only word every caller writes; alone on its cache line.
   alignas(64) std::atomic<Node*> tail_{nullptr};
-  // Read-only after construction; read by waiters (spin budget) and the combiner.
+  // Read by waiters (spin budget) and the combiner; the budget written only when a
+  // wait changes it.
   alignas(64) const DelegationLockOptions options_;
+  std::atomic<uint32_t> spin_budget_;
   // Written by the combiner only (plus parks_, see above): sessions are totally ordered
   // by the lock, so their writes never overlap (SingleWriterCounter's condition).
   alignas(64) base::SingleWriterCounter own_ops_;
@@ -279,9 +320,11 @@ std::invoke_result_t<F&> DelegationLock::run(F&& fn) {
   if (prev != nullptr) {
     // release: the combiner loads prev->next with acquire before calling our invoke.
     prev->next.store(&request, std::memory_order_release);
-    if (detail::await_node(request, options_.spin_iterations, -1, &parks_) == detail::kNodeDone) {
-      return request.outcome.take();
-    }
+    const uint32_t budget = spin_budget();
+    uint32_t spun = 0;
+    const uint32_t state = detail::await_node(request, budget, -1, &parks_, &spun);
+    learn_spin(budget, spun);
+    if (state == detail::kNodeDone) return request.outcome.take();
     // kNodeCombine: the previous combiner handed us the role; our fn has not run.
   }
   Session session(*this, &request);
@@ -309,7 +352,7 @@ Completion<std::invoke_result_t<std::decay_t<F>&>> DelegationLock::submit(F&& fn
     return result;
   }
   auto* request = new detail::AsyncRequest<Fn, R>(std::forward<F>(fn));
-  request->spin_iterations = options_.spin_iterations;
+  request->spin_iterations = spin_budget();
   request->lock = this;
   request->park_counter = &parks_;
   result.node_ = request;
