@@ -133,21 +133,6 @@
 
 namespace uvhost::sync {
 
-struct DelegationLockOptions {
-  // Most pause instructions a waiter spins on its own node before it parks on a futex.
-  // 0 parks at once (best when runnable threads outnumber cores).
-  uint32_t spin_iterations = 256;
-  // Learn the spin from the waits (see the design note): a wait that ended while
-  // spinning keeps the budget above twice what it needed, one that had to park halves
-  // it; false: always spin_iterations.
-  bool adaptive_spin = true;
-  // A combiner runs at most this many critical sections per session (its own included)
-  // before it hands the role to a waiting thread. At least 1.
-  uint32_t max_combined_ops = 64;
-  // ... and spends at most this long running other callers' sections.
-  int64_t max_combine_ns = 50'000;
-};
-
 namespace detail {
 
 // The adaptive spin's floor: pauses a waiter spins even after many waits parked.
@@ -162,6 +147,21 @@ constexpr uint32_t next_spin_budget(uint32_t budget, uint32_t spun, uint32_t cap
 }
 
 }  // namespace detail
+
+struct DelegationLockOptions {
+  // Most pause instructions a waiter spins on its own node before it parks on a futex.
+  // 0 parks at once (best when runnable threads outnumber cores).
+  uint32_t spin_iterations = 256;
+  // Learn the spin from the waits (see the design note): a wait that ended while
+  // spinning keeps the budget above twice what it needed, one that had to park halves
+  // it; false: always spin_iterations.
+  bool adaptive_spin = true;
+  // A combiner runs at most this many critical sections per session (its own included)
+  // before it hands the role to a waiting thread. At least 1.
+  uint32_t max_combined_ops = 64;
+  // ... and spends at most this long running other callers' sections.
+  int64_t max_combine_ns = 50'000;
+};
 
 struct DelegationLockStats {
   uint64_t own_ops = 0;        // sections run by their own caller (= combining sessions)
