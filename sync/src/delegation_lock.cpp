@@ -57,8 +57,10 @@ uint32_t await_node(DelegationNode& node, uint32_t spin_iterations, int64_t time
   // kCombine; after it we may read the result or continue the combiner's work.
   for (uint32_t i = 0; i < spin_iterations; ++i) {
     uint32_t state = node.state.load(std::memory_order_acquire);
-    *spun = i;
-    if (state >= kNodeDone) return state;
+    if (state >= kNodeDone) {
+      *spun = i;
+      return state;
+    }
     cpu_relax();
   }
   *spun = spin_iterations;

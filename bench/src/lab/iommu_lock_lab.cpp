@@ -110,7 +110,7 @@ IommuVsMutex iommu_vs_mutex(const IommuLockLabCell& cell, const IommuLockLabCell
 
 void print_iommu_lock_tables(const IommuLockLabResult& result, std::ostream& out) {
   const IommuLockLabConfig& config = result.config;
-  const std::vector<std::string> policies = names(config.policies, sync::to_string<sync::GuardPolicy>);
+  const std::vector<std::string> policies = names(config.policies);
   std::vector<std::string> headers{"policy"};
   for (int t : config.threads) headers.push_back(count_label(t, "thread"));
   for (IommuMix mix : config.mixes) {
@@ -184,8 +184,8 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
   j["experiment"] = "iommu-lock";
   j["seed"] = "002";  // the JSON key tools and tests read: which upstream experiment this is
   j["config"] = {{"threads", c.threads},
-                 {"policies", names(c.policies, sync::to_string<sync::GuardPolicy>)},
-                 {"mixes", names(c.mixes, [](IommuMix m) { return to_string(m); })},
+                 {"policies", names(c.policies)},
+                 {"mixes", names(c.mixes)},
                  {"runs", c.runs},
                  {"duration_ms", c.duration_ms},
                  {"reads_per_update", c.reads_per_update},
@@ -219,7 +219,7 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
 std::vector<BarChart> iommu_lock_charts(const IommuLockLabResult& result) {
   const IommuLockLabConfig& c = result.config;
   return charts_per_variant<IommuLockLabCell>(
-      c.mixes, c.threads, "thread", names(c.policies, sync::to_string<sync::GuardPolicy>),
+      c.mixes, c.threads, "thread", names(c.policies),
       [&](IommuMix mix) {
         const std::string label = mix_label(c, mix);
         return std::vector<ChartFigure<IommuLockLabCell>>{

@@ -14,8 +14,6 @@ namespace uvhost::bench::lab {
 
 using sync::EnqueueStrategy;
 
-std::string_view to_string(KickPath path) noexcept { return base::name_of(kKickPathNames, path); }
-
 namespace {
 
 using experiments::KickedQueue;
@@ -161,11 +159,11 @@ void print_workqueue_datapath_tables(const WorkqueueDatapathResult& result, std:
                                                   : "producers queue the handler on the Worker themselves");
     const auto at = [&](int queues, std::size_t k) { return result.find(path, queues, c.strategies[k]); };
     print_variant_sweep({"queues", "strategy", "kicks/s", "kicks handled/s"}, c.queues,
-                        names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
+                        names(c.strategies),
                         [&](int queues, std::size_t k) { return figures(*at(queues, k)); }, out);
     field_table({"queues", "strategy", "written/s", "handled/s", "handler runs/s", "worker %", "producers %",
                  "signal ns", "wakeups/s", "epoll waits/s", "lost"},
-                c.queues, names(c.strategies, sync::to_string<sync::EnqueueStrategy>), kFields, at,
+                c.queues, names(c.strategies), kFields, at,
                 [](const WorkqueueDatapathCell& cell) { return std::vector<std::string>{std::to_string(cell.lost)}; })
         .print(out);
     out << "\n";
@@ -177,7 +175,7 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
   nlohmann::json j;
   j["config"] = load_json(c);
   j["config"]["queues"] = c.queues;
-  j["config"]["paths"] = names(c.paths, [](KickPath p) { return to_string(p); });
+  j["config"]["paths"] = names(c.paths);
   j["cells"] = cells_json(result.cells, kFields, [&](const WorkqueueDatapathCell& cell, nlohmann::json& entry) {
     for (std::size_t i = 0; i < cell.samples.size(); ++i) {
       const WorkqueueDatapathSample& s = cell.samples[i];
@@ -202,7 +200,7 @@ nlohmann::json workqueue_datapath_json(const WorkqueueDatapathResult& result) {
 std::vector<BarChart> workqueue_datapath_charts(const WorkqueueDatapathResult& result) {
   const auto& c = result.config;
   return charts_per_variant<WorkqueueDatapathCell>(
-      c.paths, c.queues, "queue", names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
+      c.paths, c.queues, "queue", names(c.strategies),
       [](KickPath path) {
         const std::string prefix = fmt::format("datapath Worker, {} kicks: ", to_string(path));
         return std::vector<ChartFigure<WorkqueueDatapathCell>>{

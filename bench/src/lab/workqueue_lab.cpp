@@ -50,7 +50,7 @@ void validate(const WorkqueueLoad& load) {
 }
 
 nlohmann::json load_json(const WorkqueueLoad& load) {
-  return {{"strategies", names(load.strategies, sync::to_string<sync::EnqueueStrategy>)},
+  return {{"strategies", names(load.strategies)},
           {"runs", load.runs},
           {"duration_ms", load.duration_ms},
           {"mode", load.saturate ? "saturate" : "paced"},
@@ -136,11 +136,11 @@ void print_workqueue_tables(const WorkqueueLabResult& result, std::ostream& out)
   const auto& c = result.config;
   const auto at = [&](int threads, std::size_t k) { return result.find(threads, c.strategies[k]); };
   print_variant_sweep({"threads", "strategy", "tp (items/s)", "throughput"}, c.threads,
-                      names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
+                      names(c.strategies),
                       [&](int threads, std::size_t k) { return figures(*at(threads, k)); }, out);
   field_table({"threads", "strategy", "offered/s", "tp (items/s)", "worker %", "producers %", "enqueue ns", "wakeups/s",
                "parks/s"},
-              c.threads, names(c.strategies, sync::to_string<sync::EnqueueStrategy>), kFields, at,
+              c.threads, names(c.strategies), kFields, at,
               [](const WorkqueueLabCell&) { return std::vector<std::string>{}; })
       .print(out);
 }
@@ -169,7 +169,7 @@ std::vector<BarChart> workqueue_charts(const WorkqueueLabResult& result) {
   return grouped_charts<WorkqueueLabCell>(
       {{"WorkQueue: throughput", "work items run per second", &WorkqueueLabCell::throughput},
        {"WorkQueue: worker CPU", "% of one core (lower is better)", &WorkqueueLabCell::worker_cpu_pct}},
-      groups, names(c.strategies, sync::to_string<sync::EnqueueStrategy>),
+      groups, names(c.strategies),
       [&](std::size_t g, std::size_t s) { return result.find(c.threads[g], c.strategies[s]); });
 }
 

@@ -50,7 +50,8 @@ enum class IommuMix { kMixed, kReadOnly };
 // "mix" or "read-only" (tables print the mix as "372:1").
 inline constexpr auto kIommuMixNames =
     base::name_table<IommuMix>({{IommuMix::kMixed, "mix"}, {IommuMix::kReadOnly, "read-only"}});
-constexpr std::string_view to_string(IommuMix mix) noexcept { return base::name_of(kIommuMixNames, mix); }
+constexpr const auto& enum_names(IommuMix) noexcept { return kIommuMixNames; }
+using base::to_string;
 
 struct IommuLockLabConfig {
   std::vector<int> threads{1, 2, 4, 8, 16};

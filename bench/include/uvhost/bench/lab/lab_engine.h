@@ -35,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "uvhost/base/name_table.h"
 #include "uvhost/bench/gnuplot.h"
 #include "uvhost/bench/lab/lab_summary.h"
 #include "uvhost/bench/stats.h"
@@ -271,6 +272,12 @@ std::vector<std::string> names(const std::vector<T>& values, NameOf&& name_of) {
   std::vector<std::string> out;
   for (const T& v : values) out.emplace_back(name_of(v));
   return out;
+}
+
+// Names of enum values from their name table (base/name_table.h).
+template <base::NamedEnum E>
+std::vector<std::string> names(const std::vector<E>& values) {
+  return names(values, [](E v) { return base::to_string(v); });
 }
 
 // Dependent arithmetic the compiler cannot drop: `iterations` steps of an LCG.

@@ -30,7 +30,8 @@ namespace uvhost::bench::lab {
 enum class KickPath { kEventfd, kInject };
 inline constexpr auto kKickPathNames =
     base::name_table<KickPath>({{KickPath::kEventfd, "eventfd"}, {KickPath::kInject, "inject"}});
-std::string_view to_string(KickPath path) noexcept;
+constexpr const auto& enum_names(KickPath) noexcept { return kKickPathNames; }
+using base::to_string;
 
 // The load's rate is kicks per second, all producers together.
 struct WorkqueueDatapathConfig : WorkqueueLoad {
