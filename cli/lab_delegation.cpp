@@ -1,8 +1,9 @@
 // lab_delegation.cpp - `uvhost lab delegation`: a delegation lock (flat combining /
 // ffwd style: the lock holder runs the waiters' critical sections) on the SLAB
-// sections (--structure slab, the default), the datapath's packet pool and shared TX
-// queue (pool, txq; bench/lab/delegation_lab.h); each lock's ops/s against std::mutex
-// with a verdict, `--json` and `--plot`.
+// sections (--structure slab, the default), a packet pool and a shared TX queue (pool,
+// txq) and the switch's MAC learning under MAC flapping (learning;
+// bench/lab/delegation_lab.h); each lock's ops/s against std::mutex with a verdict,
+// `--json` and `--plot`.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -19,7 +20,7 @@ void add_lab_delegation(CLI::App& lab) {
   auto* cmd = lab.add_subcommand(
       "delegation",
       "Delegation lock vs qspinlock, CK and std locks on SLAB refill/flush critical sections, "
-      "a packet pool and a shared TX queue");
+      "a packet pool, a shared TX queue and the switch's MAC learning");
   struct Flags {
     bench::lab::DelegationLabConfig config;  // its structure is set per run
     std::vector<LockStructure> structures{LockStructure::kSlab};
@@ -40,7 +41,7 @@ void add_lab_delegation(CLI::App& lab) {
       ->capture_default_str();
   add_names_option(*cmd, "--structure,--structures", flags->structures, bench::lab::kLockStructureNames,
                    "Structures to run: slab (SLAB refill/flush), pool (packet pool with per-thread caches), "
-                   "txq (TX queue shared by all workers)");
+                   "txq (TX queue shared by all workers), learning (the switch's MAC table under MAC flapping)");
   add_bounded(*cmd, "--ring", c.ring, "pool: buffers a thread gets before putting them back", 1, 1 << 16);
   add_bounded(*cmd, "--cache", c.cache_capacity, "pool: buffers per thread cache (>= --batch)", 1, 1 << 16);
   add_bounded(*cmd, "--txq-size", c.txq_capacity, "txq: descriptors the shared queue holds", 1, 1 << 20);
@@ -50,6 +51,7 @@ void add_lab_delegation(CLI::App& lab) {
               "txq: times a worker backs off and retries a burst that found the queue full before dropping "
               "the rest (0: drop at once)",
               0, 64);
+  add_bounded(*cmd, "--flapping-macs", c.flapping_macs, "learning: source MACs every port sends from", 1, 4096);
   add_lab_output_flags(*cmd, flags->output,
                        "ops/s and CPU ns per critical section per lock and thread count, per structure");
   cmd->add_flag("--list", flags->list, "List the locks and exit");

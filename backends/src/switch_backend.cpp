@@ -279,7 +279,8 @@ nlohmann::json SwitchHub::stats() const {
                                 {"refused_full", table.refused_full},
                                 {"evicted_aged", table.evicted_aged},
                                 {"flushed", table.flushed},
-                                {"read_gave_up", table.read_gave_up}};
+                                {"read_gave_up", table.read_gave_up},
+                                {"writer_lock", switch_.table().writer_lock_name()}};
   out["member_policy"] = std::string(sync::to_string(members_.policy()));
   return out;
 }

@@ -41,19 +41,21 @@ uint64_t seed_from(uint64_t configured) {
 
 }  // namespace
 
-MacTable::MacTable(const MacTableConfig& config)
+MacTable::MacTable(const MacTableConfig& config, std::unique_ptr<sync::SectionLock> writer_lock)
     : config_(validated(config)),
       max_age_ns_(config.max_age.count()),
       refresh_ns_(config.refresh_interval.count()),
       hash_seed_(seed_from(config.hash_seed)),
       bucket_count_(std::bit_ceil((config.capacity + kWays - 1) / kWays)),
       // Value-initialized: every seq, key (empty), port and seen is 0.
-      buckets_(std::make_unique<Bucket[]>(bucket_count_)) {}
+      buckets_(std::make_unique<Bucket[]>(bucket_count_)),
+      writer_lock_(writer_lock ? std::move(writer_lock) : sync::make_section_lock(config.writer_lock)),
+      writer_(*writer_lock_) {}
 
 MacTable::~MacTable() = default;
 
 void MacTable::begin_write(Bucket& b) noexcept {
-  // relaxed: only writers store seq, and mutex_ orders us after the previous one.
+  // relaxed: only writers store seq, and writer_ orders us after the previous one.
   const uint32_t s = b.seq.load(std::memory_order_relaxed);
   // relaxed: the slot stores that follow are release stores, which keep this store
   // before them (a reader that reads one of them sees the odd value, or later).
@@ -78,14 +80,16 @@ LearnResult MacTable::learn(const MacAddress& mac, PortId port, SwitchTime now) 
   Bucket& b = bucket_for(key);
 
   // Optimistic lock-free read first: the steady state and a flood into a full bucket
-  // are decided without the mutex.
+  // are decided without the lock.
   if (const std::optional<BucketView> view = read_bucket<true>(b, key, now_ns)) {
     if (view->way >= 0 && view->port == port && !is_aged(view->seen, now_ns)) {
       if (now_ns - view->seen < refresh_ns_) return LearnResult::kFresh;
       // Refresh: rare (once per refresh_interval per entry) and optional, so never wait.
-      if (!mutex_.try_lock()) return LearnResult::kFresh;
-      const LearnResult result = learn_locked(b, key, port, now_ns);  // noexcept: the unlock below is reached
-      mutex_.unlock();
+      LearnResult result = LearnResult::kFresh;
+      writer_.try_run([&] {
+        writer_.assert_held();
+        result = learn_locked(b, key, port, now_ns);
+      });
       if (result != LearnResult::kFresh) count(result);
       return result;
     }
@@ -94,14 +98,17 @@ LearnResult MacTable::learn(const MacAddress& mac, PortId port, SwitchTime now) 
       return LearnResult::kRefusedFull;
     }
   }
-  sync::MutexLock lock(mutex_);
-  const LearnResult result = learn_locked(b, key, port, now_ns);
+  LearnResult result = LearnResult::kFresh;
+  writer_.run([&] {
+    writer_.assert_held();
+    result = learn_locked(b, key, port, now_ns);
+  });
   if (result != LearnResult::kFresh) count(result);
   return result;
 }
 
 LearnResult MacTable::learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) noexcept {
-  // Loads are relaxed throughout: we hold mutex_, so we are the only writer and see
+  // Loads are relaxed throughout: we hold writer_, so we are the only writer and see
   // the latest value of every field.
   int match = -1;
   int empty = -1;
@@ -171,7 +178,7 @@ size_t MacTable::remove_matching(Matches matches) noexcept {
     Bucket& b = buckets_[i];
     bool writing = false;
     for (size_t w = 0; w < kWays; ++w) {
-      // relaxed: we are the only writer (mutex_).
+      // relaxed: we are the only writer (writer_).
       if (b.key[w].load(std::memory_order_relaxed) == 0 || !matches(b, w)) continue;
       if (!writing) {
         begin_write(b);
@@ -187,20 +194,27 @@ size_t MacTable::remove_matching(Matches matches) noexcept {
 }
 
 size_t MacTable::remove_port(PortId port) {
-  sync::MutexLock lock(mutex_);
-  // relaxed: we are the only writer (mutex_).
-  const size_t removed =
-      remove_matching([port](const Bucket& b, size_t w) { return b.port[w].load(std::memory_order_relaxed) == port; });
+  size_t removed = 0;
+  writer_.run([&] {
+    writer_.assert_held();
+    // relaxed: we are the only writer (writer_).
+    removed = remove_matching(
+        [port](const Bucket& b, size_t w) { return b.port[w].load(std::memory_order_relaxed) == port; });
+  });
   flushed_.fetch_add(removed, std::memory_order_relaxed);  // relaxed: statistics
   return removed;
 }
 
 size_t MacTable::expire(SwitchTime now) {
   const int64_t now_ns = ticks(now);
-  sync::MutexLock lock(mutex_);
-  // relaxed: we are the only writer (mutex_).
-  const size_t evicted = remove_matching(
-      [this, now_ns](const Bucket& b, size_t w) { return is_aged(b.seen[w].load(std::memory_order_relaxed), now_ns); });
+  size_t evicted = 0;
+  writer_.run([&] {
+    writer_.assert_held();
+    // relaxed: we are the only writer (writer_).
+    evicted = remove_matching([this, now_ns](const Bucket& b, size_t w) {
+      return is_aged(b.seen[w].load(std::memory_order_relaxed), now_ns);
+    });
+  });
   evicted_aged_.fetch_add(evicted, std::memory_order_relaxed);  // relaxed: statistics
   return evicted;
 }

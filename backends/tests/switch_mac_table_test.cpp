@@ -361,9 +361,28 @@ TEST(MacTableDeathTest, LearnOnReservedPortAborts) {
 }
 #endif
 
+// The writers' lock is a setting (mutex or delegation): the concurrency tests below
+// that write from several threads run with each.
+class MacTableWriterLock : public ::testing::TestWithParam<sync::SectionLockKind> {};
+INSTANTIATE_TEST_SUITE_P(Each, MacTableWriterLock,
+                         ::testing::ValuesIn(base::values_of(sync::kSectionLockKindNames)),
+                         [](const ::testing::TestParamInfo<sync::SectionLockKind>& kind) {
+                           return std::string(to_string(kind.param));
+                         });
+
+TEST_P(MacTableWriterLock, TableReportsItsWriterLock) {
+  MacTableConfig config = config_with(64);
+  config.writer_lock = GetParam();
+  const MacTable table(config);
+  EXPECT_STREQ(table.writer_lock_name(),
+               GetParam() == sync::SectionLockKind::kDelegation ? "delegation" : "std::mutex");
+}
+
 // Many threads learning the same MACs on the same ports at once insert each MAC once.
-TEST(MacTableConcurrency, ConcurrentLearnersInsertEachMacOnce) {
-  MacTable table(config_with(1024));
+TEST_P(MacTableWriterLock, ConcurrentLearnersInsertEachMacOnce) {
+  MacTableConfig config = config_with(1024);
+  config.writer_lock = GetParam();
+  MacTable table(config);
   constexpr uint32_t kMacs = 200;
   constexpr int kThreads = 4;
   std::vector<std::thread> threads;
@@ -388,9 +407,10 @@ TEST(MacTableConcurrency, ConcurrentLearnersInsertEachMacOnce) {
 // Readers look up while writers learn, move, remove ports and expire, in a table so
 // small that slots are reused constantly. Every port bound to MAC i is (i << 8) | k
 // with k < 4, so a torn read (one slot's MAC with another incarnation's port) shows.
-TEST(MacTableConcurrency, ReadersSeeOnlyPortsBoundToTheMac) {
+TEST_P(MacTableWriterLock, ReadersSeeOnlyPortsBoundToTheMac) {
   MacTableConfig config = config_with(16, 5);  // 2 buckets x 8 ways
-  config.max_age = 20ms;                       // simulated time: entries age quickly
+  config.writer_lock = GetParam();
+  config.max_age = 20ms;  // simulated time: entries age quickly
   config.refresh_interval = 1ms;
   MacTable table(config);
   constexpr uint32_t kMacs = 40;
@@ -459,6 +479,44 @@ TEST(MacTableConcurrency, ReadersSeeOnlyPortsBoundToTheMac) {
   EXPECT_GT(stats.moved, 0u);
   EXPECT_GT(stats.flushed + stats.evicted_aged, 0u);
   EXPECT_LE(table.size(), table.capacity());
+}
+
+// Ports fighting over the same MACs (MAC flapping): every move is counted once, by the
+// table and by the learners alike, and each MAC ends bound to one of the ports.
+TEST_P(MacTableWriterLock, FlappingMacsCountEveryMoveOnce) {
+  MacTableConfig config = config_with(64);
+  config.writer_lock = GetParam();
+  MacTable table(config);
+  constexpr uint32_t kMacs = 4;
+  constexpr int kPorts = 6;
+  constexpr int kLearns = 20000;
+  std::atomic<uint64_t> moved{0};
+  std::atomic<uint64_t> learned{0};
+  std::vector<std::thread> ports;
+  for (int p = 0; p < kPorts; ++p) {
+    ports.emplace_back([&, p] {
+      uint64_t my_moved = 0;
+      uint64_t my_learned = 0;
+      for (int i = 0; i < kLearns; ++i) {
+        const LearnResult r =
+            table.learn(indexed_mac(static_cast<uint32_t>(i + p) % kMacs), static_cast<PortId>(p), kT0);
+        my_moved += r == LearnResult::kMoved ? 1 : 0;
+        my_learned += r == LearnResult::kLearned ? 1 : 0;
+      }
+      moved.fetch_add(my_moved);
+      learned.fetch_add(my_learned);
+    });
+  }
+  for (auto& th : ports) th.join();
+  EXPECT_EQ(table.stats().moved, moved.load());
+  EXPECT_EQ(table.stats().learned, kMacs);
+  EXPECT_EQ(learned.load(), kMacs);
+  EXPECT_GT(moved.load(), 0u);
+  for (uint32_t i = 0; i < kMacs; ++i) {
+    const std::optional<PortId> port = table.lookup(indexed_mac(i), kT0);
+    ASSERT_TRUE(port.has_value()) << i;
+    EXPECT_LT(*port, static_cast<PortId>(kPorts));
+  }
 }
 
 // The sharpest case for the seqlock: one bucket, and a writer whose clock runs so fast

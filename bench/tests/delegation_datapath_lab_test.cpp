@@ -1,4 +1,4 @@
-// Runs the datapath delegation lab (pool and txq) on tiny configurations with every
+// Runs the datapath delegation lab (pool, txq and learning) on tiny configurations with every
 // lock it knows: each run must keep the structure's invariants (the lab throws
 // otherwise) and produce sane figures; the table and the JSON name the structure.
 #include "uvhost/bench/lab/delegation_lab.h"
@@ -84,7 +84,7 @@ TEST(DelegationDatapathLab, TxqRunsEveryLockAndKeepsInvariants) {
 
 TEST(DelegationDatapathLab, TxqTryPushLeavesTheRestWithTheCaller) {
   using experiments::TxDescriptor;
-  experiments::SharedTxQueue q(4, experiments::make_section_lock<sync::StdMutexLock>());
+  experiments::SharedTxQueue q(4, sync::make_section_lock<sync::StdMutexLock>());
   std::array<TxDescriptor, 3> burst{};
   for (std::size_t i = 0; i < burst.size(); ++i) burst[i].cookie = i;
   EXPECT_EQ(q.try_push_burst(burst), 3u);
@@ -157,7 +157,29 @@ TEST(DelegationDatapathLab, LockListIsTheSlabLabsLessTheAsyncVariant) {
   EXPECT_EQ(datapath.front(), "std::mutex");
   EXPECT_EQ(std::count(datapath.begin(), datapath.end(), "delegation"), 1);
   EXPECT_EQ(std::count(datapath.begin(), datapath.end(), "delegation-async"), 0);
-  EXPECT_EQ(base::join_names(kLockStructureNames, ","), "slab,pool,txq");
+  EXPECT_EQ(delegation_lab_locks(LockStructure::kLearning), datapath);
+  EXPECT_EQ(base::join_names(kLockStructureNames, ","), "slab,pool,txq,learning");
+}
+
+// The switch's MAC table under MAC flapping, with each lock as its writers' lock: the
+// table's counters must agree with the ports' (the load throws otherwise), and with
+// several ports fighting over the MACs most learns write.
+TEST(DelegationDatapathLab, LearningRunsEveryLockOnTheSwitchTable) {
+  const auto report = run_delegation_lab(tiny(LockStructure::kLearning), {});
+  expect_sane(report);
+  for (const auto& cell : report.cells) {
+    if (cell.threads > 1) {
+      EXPECT_GT(cell.items_per_s.mean, 0.1 * cell.ops_per_s.mean) << cell.lock;
+    }
+  }
+  std::ostringstream table;
+  print_delegation_table(report, table);
+  EXPECT_NE(table.str().find("writes/s"), std::string::npos);
+  EXPECT_NE(table.str().find("MAC learning"), std::string::npos);
+  const auto json = delegation_lab_json(report);
+  EXPECT_EQ(json["structure"], "learning");
+  EXPECT_EQ(json["options"]["flapping_macs"], 8);
+  EXPECT_TRUE(json["points"][0].contains("items_per_s"));
 }
 
 TEST(DelegationDatapathLab, BadRequestsAreErrors) {
@@ -172,6 +194,9 @@ TEST(DelegationDatapathLab, BadRequestsAreErrors) {
   EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
   o = tiny(LockStructure::kTxq);
   o.consumer_burst = 0;
+  EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
+  o = tiny(LockStructure::kLearning);
+  o.flapping_macs = 0;
   EXPECT_THROW(run_delegation_lab(o, {}), std::runtime_error);
 }
 

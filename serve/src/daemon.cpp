@@ -25,6 +25,15 @@
 #include <spdlog/spdlog.h>
 
 namespace uvhost::serve {
+namespace {
+
+backends::SwitchHubOptions switch_hub_options(const DaemonOptions& options) {
+  backends::SwitchHubOptions hub;
+  hub.table.writer_lock = options.switch_learning_lock;
+  return hub;
+}
+
+}  // namespace
 
 Daemon::Daemon(std::vector<PortSpec> ports, DaemonOptions options)
     : specs_(std::move(ports)), options_(options), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -77,7 +86,7 @@ bool Daemon::start(std::string& error) {
                                           [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
     bool ok = true;
     if (wants_switch) {
-      switch_hub_ = std::make_unique<backends::SwitchHub>();
+      switch_hub_ = std::make_unique<backends::SwitchHub>(switch_hub_options(options_));
       if (!options_.switch_tap.empty()) {
         backends::TapBackendOptions tap;
         tap.name = options_.switch_tap;
@@ -212,7 +221,7 @@ bool Daemon::reload(std::vector<PortSpec> next, std::string& error, ReloadPlan* 
     sync::MutexLock lock(mutex_);
     const bool wants_switch = std::any_of(next.begin(), next.end(),
                                           [](const PortSpec& spec) { return spec.backend == BackendKind::kSwitch; });
-    if (wants_switch && !switch_hub_) switch_hub_ = std::make_unique<backends::SwitchHub>();
+    if (wants_switch && !switch_hub_) switch_hub_ = std::make_unique<backends::SwitchHub>(switch_hub_options(options_));
     for (const std::string& name : plan.added) {
       const PortSpec& spec = find_spec(next, name);
       if (departing_paths.contains(spec.socket_path)) continue;

@@ -18,6 +18,7 @@
 #include "config_value.h"
 #include "uvhost/serve/control_keys.h"
 #include "uvhost/serve/metrics_http.h"
+#include "uvhost/sync/section_lock.h"
 
 namespace uvhost::serve {
 
@@ -38,6 +39,11 @@ std::string enqueue_help() {
 
 const std::string kEnqueueHelp = enqueue_help();
 
+const std::string kSwitchLearningLockHelp =
+    "Lock the switch's MAC-learning writers serialize on: " + base::choice_list(sync::kSectionLockKindNames) +
+    " (default " + std::string(to_string(DaemonOptions{}.switch_learning_lock)) +
+    "); delegation runs waiting writers' table updates on the lock holder";
+
 // After kEnqueueHelp, which it points into (one translation unit initializes in order).
 const DaemonKey kDaemonKeys[] = {
     {"control", "PATH", "Control socket (mode 0600) for `uvhost ctl`; empty: none"},
@@ -46,6 +52,7 @@ const DaemonKey kDaemonKeys[] = {
     {"switch_tap", "IFNAME",
      "A tap of this name (created, or attached if it exists) joins the ports' switch as an uplink; empty: "
      "none"},
+    {"switch_learning_lock", "LOCK", kSwitchLearningLockHelp},
     {"metrics", "ADDR:PORT",
      "Serve Prometheus metrics over HTTP at ADDR:PORT (GET /metrics; e.g. 127.0.0.1:9477, [::1]:9477); empty: "
      "none"},
@@ -185,6 +192,15 @@ bool apply_daemon_key(std::string_view key, std::string_view value, ServeConfig&
     daemon.enqueue = *strategy;
     return true;
   }
+  if (key == "switch_learning_lock") {
+    const auto kind = base::parse_enum<sync::SectionLockKind>(value);
+    if (!kind) {
+      error = base::unknown_name(key, value, sync::kSectionLockKindNames);
+      return false;
+    }
+    daemon.switch_learning_lock = *kind;
+    return true;
+  }
   if (key == "switch_tap") {
     // The kernel's IFNAMSIZ (16) holds 15 characters and the terminating zero.
     if (value.size() > 15 || value.find_first_of("/ \t\n") != std::string_view::npos) {
@@ -275,6 +291,7 @@ nlohmann::json to_json(const ServeConfig& config) {
       {"pool_workers", daemon.pool_workers},
       {"enqueue", sync::to_string(daemon.enqueue)},
       {"switch_tap", daemon.switch_tap},
+      {"switch_learning_lock", to_string(daemon.switch_learning_lock)},
       {"metrics", daemon.metrics_address},
       {"stats_interval", static_cast<double>(daemon.stats_interval.count()) / 1000.0},
       {"summary_json", config.summary_json},

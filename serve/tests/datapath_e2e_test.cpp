@@ -180,11 +180,21 @@ TEST(DatapathE2E, SwitchingPollModesUnderLoadLosesNothing) {
 }
 
 // Two guests on switch ports: a broadcast from B floods to A (and teaches the switch
-// where B is); A's unicast to B then goes to B alone.
-TEST(DatapathE2E, TwoFrontendsTalkThroughTheSwitch) {
+// where B is); A's unicast to B then goes to B alone. With each MAC-learning lock the
+// daemon can be told to use (switch_learning_lock).
+class SwitchLearningLock : public ::testing::TestWithParam<sync::SectionLockKind> {};
+INSTANTIATE_TEST_SUITE_P(Each, SwitchLearningLock, ::testing::ValuesIn(base::values_of(sync::kSectionLockKindNames)),
+                         [](const ::testing::TestParamInfo<sync::SectionLockKind>& kind) {
+                           return std::string(to_string(kind.param));
+                         });
+
+TEST_P(SwitchLearningLock, TwoFrontendsTalkThroughTheSwitch) {
   TempDir dir;
+  DaemonOptions options;
+  options.switch_learning_lock = GetParam();
   Daemon daemon({port("a", dir.file("a.sock"), BackendKind::kSwitch), port("b", dir.file("b.sock"), BackendKind::kSwitch),
-                 port("c", dir.file("c.sock"), BackendKind::kSwitch)});
+                 port("c", dir.file("c.sock"), BackendKind::kSwitch)},
+                options);
   std::string error;
   ASSERT_TRUE(daemon.start(error)) << error;
   auto a = connect(dir.file("a.sock"), error);
@@ -225,7 +235,10 @@ TEST(DatapathE2E, TwoFrontendsTalkThroughTheSwitch) {
   EXPECT_EQ(got, unicast);
   EXPECT_TRUE(receive(*c, 1, 100ms).empty());
   const nlohmann::json s = stats(daemon);
-  EXPECT_TRUE(s.contains("switch")) << s.dump();
+  ASSERT_TRUE(s.contains("switch")) << s.dump();
+  const std::string lock_name = GetParam() == sync::SectionLockKind::kDelegation ? "delegation" : "std::mutex";
+  EXPECT_EQ(s["switch"]["table"]["writer_lock"], lock_name);
+  EXPECT_EQ(s["switch"]["table"]["learned"], 2u) << s["switch"].dump();  // mac_b, then mac_a
   a.reset();
   b.reset();
   c.reset();

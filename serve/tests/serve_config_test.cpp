@@ -35,7 +35,7 @@ TEST(ServeConfigTest, EveryDaemonKeyFromTheFile) {
   std::string error;
   const auto config = parse(R"({
     "control": "/run/uvhost/ctl.sock", "pool_workers": 3, "enqueue": "locked_wake",
-    "switch_tap": "uvup0", "stats_interval": 0.5, "summary_json": "/tmp/s.json", "log_level": "debug",
+    "switch_tap": "uvup0", "switch_learning_lock": "delegation", "stats_interval": 0.5, "summary_json": "/tmp/s.json", "log_level": "debug",
     "ports": [{"sock": "/run/a.sock", "backend": "switch"}]
   })",
                             error);
@@ -44,6 +44,7 @@ TEST(ServeConfigTest, EveryDaemonKeyFromTheFile) {
   EXPECT_EQ(config->daemon.pool_workers, 3u);
   EXPECT_EQ(config->daemon.enqueue, sync::EnqueueStrategy::kLockedWake);
   EXPECT_EQ(config->daemon.switch_tap, "uvup0");
+  EXPECT_EQ(config->daemon.switch_learning_lock, sync::SectionLockKind::kDelegation);
   EXPECT_EQ(config->daemon.stats_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(config->summary_json, "/tmp/s.json");
   EXPECT_EQ(config->log_level, "debug");
@@ -106,6 +107,7 @@ TEST(ServeConfigTest, BadDaemonValuesAreRefused) {
   expect_refused(R"({"pool_workers": "two"})", "'pool_workers' must be a number, not string");
   expect_refused(R"({"pool_workers": -1})", "pool_workers '-1'");
   expect_refused(R"({"enqueue": "fast"})", "enqueue 'fast' unknown (locked_wake, unlock_wake, lockless)");
+  expect_refused(R"({"switch_learning_lock": "spin"})", "switch_learning_lock 'spin' unknown (mutex, delegation)");
   expect_refused(R"({"stats_interval": -1})", "stats_interval '-1'");
   expect_refused(R"({"stats_interval": "nan"})", "'stats_interval' must be a number, not string");
   expect_refused(R"({"stats_interval": "inf"})", "'stats_interval' must be a number, not string");
@@ -141,6 +143,7 @@ TEST(ServeConfigTest, ToJsonRoundTrips) {
   std::string error;
   auto config = parse(R"({
     "control": "/c.sock", "pool_workers": 4, "enqueue": "unlock_wake", "switch_tap": "up0",
+    "switch_learning_lock": "delegation",
     "stats_interval": 2.5, "summary_json": "/s.json", "log_level": "warn",
     "ports": [
       {"sock": "/a.sock", "name": "a", "backend": "tap", "tap": "t0", "mtu": 9000, "queues": 4, "mode": "0660",

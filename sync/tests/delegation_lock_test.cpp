@@ -26,6 +26,29 @@ TEST(DelegationLock, RunReturnsResult) {
   EXPECT_EQ(lock.run([] { return std::string("abc"); }), "abc");
 }
 
+TEST(DelegationLock, TryRunOnlyWhenFree) {
+  DelegationLock lock;
+  int counter = 0;
+  EXPECT_TRUE(lock.try_run([&] { ++counter; }));
+  EXPECT_EQ(counter, 1);
+  std::atomic<bool> inside{false};
+  std::atomic<bool> release{false};
+  std::thread holder([&] {
+    lock.run([&] {
+      inside.store(true);
+      while (!release.load()) std::this_thread::yield();
+    });
+  });
+  while (!inside.load()) std::this_thread::yield();
+  EXPECT_FALSE(lock.try_run([&] { ++counter; }));
+  release.store(true);
+  holder.join();
+  EXPECT_EQ(counter, 1);
+  EXPECT_TRUE(lock.try_run([&] { ++counter; }));
+  EXPECT_EQ(counter, 2);
+  EXPECT_EQ(lock.stats().own_ops, 3u);  // two try_runs and the holder's run
+}
+
 TEST(DelegationLock, RunVoidAndReference) {
   DelegationLock lock;
   int value = 0;

@@ -1,10 +1,13 @@
 // lock_load.cpp - see lock_load.h.
 #include "uvhost/experiments/lock_load.h"
 
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
+#include "uvhost/backends/switch_mac_table.h"
 #include "uvhost/experiments/packet_pool.h"
 #include "uvhost/experiments/thread_clock.h"
 #include "uvhost/sync/cpu_relax.h"
@@ -16,6 +19,7 @@ namespace {
 struct alignas(64) ThreadRecord {
   uint64_t ops = 0, items = 0, offered = 0, bursts = 0, full = 0, retries = 0, dropped_bursts = 0;
   uint64_t conflicts = 0;  // pool: stamps found overwritten
+  std::array<uint64_t, backends::kLearnResultCount> learn_results{};  // learning: per LearnResult
 };
 
 // run_threads_for() with one ThreadRecord per thread; the totals of the first `workers`
@@ -210,6 +214,57 @@ LoadCounts run_txq_load(const TxqLoad& load, const NamedSectionLock& lock) {
         s.full, s.ops);
   if (!why.empty()) throw std::runtime_error(fmt::format("txq under {}: {}", lock.name, why));
   s.queue = stats;
+  return s;
+}
+
+LoadCounts run_learning_load(const LearningLoad& load, const NamedSectionLock& lock) {
+  using backends::LearnResult;
+  const auto threads = static_cast<std::size_t>(load.threads);
+  if (load.flapping_macs == 0) throw std::runtime_error("learning: needs at least one flapping MAC");
+  backends::MacTable table({}, lock.make());
+  std::vector<backends::MacAddress> macs(load.flapping_macs);
+  for (std::size_t i = 0; i < macs.size(); ++i)
+    macs[i] = {0x52, 0x54, 0x00, 0x00, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)};
+  std::atomic<uint64_t> sink{0};
+  std::vector<ThreadRecord> records;
+  const LoadCounts s = run_recorded(threads, threads, load.duration_ms, records,
+                                    [&](std::size_t index, ThreadRecord& r, const std::atomic<bool>& stop) {
+    const auto port = static_cast<backends::PortId>(index);
+    std::size_t next = index;  // threads start on different MACs
+    uint64_t h = 0;
+    do {  // relaxed: see run_threads_for()
+      const backends::SwitchTime now = backends::SwitchClock::now();  // once per burst, as the switch does
+      for (std::size_t i = 0; i < load.batch; ++i) {
+        const LearnResult result = table.learn(macs[next % macs.size()], port, now);
+        ++r.learn_results[static_cast<std::size_t>(result)];
+        const std::optional<backends::PortId> to = table.lookup(macs[(next + 1) % macs.size()], now);
+        h += to.value_or(backends::kNoPort);
+        ++next;
+      }
+      r.ops += load.batch;
+      h += private_work({}, load.private_work, h + next);
+    } while (!stop.load(std::memory_order_relaxed));
+    for (const LearnResult wrote : {LearnResult::kMoved, LearnResult::kLearned, LearnResult::kRefreshed})
+      r.items += r.learn_results[static_cast<std::size_t>(wrote)];
+    sink.fetch_add(h, std::memory_order_relaxed);  // relaxed: only defeats dead-code elimination
+  });
+
+  const auto total = [&](LearnResult result) {
+    uint64_t n = 0;
+    for (const auto& r : records) n += r.learn_results[static_cast<std::size_t>(result)];
+    return n;
+  };
+  const backends::MacTableStats stats = table.stats();
+  std::string why;
+  if (stats.moved != total(LearnResult::kMoved) || stats.learned != total(LearnResult::kLearned))
+    why = fmt::format("the table counted {} moves and {} new entries, the ports {} and {}", stats.moved,
+                      stats.learned, total(LearnResult::kMoved), total(LearnResult::kLearned));
+  for (const backends::MacAddress& mac : macs) {
+    const std::optional<backends::PortId> bound = table.lookup(mac, backends::SwitchClock::now());
+    if (why.empty() && (!bound || *bound >= threads))
+      why = fmt::format("{} is bound to no port of the run", backends::to_string(mac));
+  }
+  if (!why.empty()) throw std::runtime_error(fmt::format("learning under {}: {}", lock.name, why));
   return s;
 }
 

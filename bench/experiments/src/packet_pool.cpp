@@ -21,7 +21,7 @@ constexpr std::size_t kPage = 4096;
 
 void PacketPool::FreeAligned::operator()(std::byte* p) const noexcept { std::free(p); }
 
-PacketPool::PacketPool(PacketPoolOptions options, std::unique_ptr<SectionLock> lock)
+PacketPool::PacketPool(PacketPoolOptions options, std::unique_ptr<sync::SectionLock> lock)
     : options_(options), lock_(std::move(lock)) {
   if (!lock_) throw std::invalid_argument("packet pool: no lock");
   if (options_.buffers < 1 || options_.buffers >= kNoBuffer)

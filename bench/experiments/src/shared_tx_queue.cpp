@@ -7,7 +7,7 @@
 
 namespace uvhost::experiments {
 
-SharedTxQueue::SharedTxQueue(std::size_t capacity, std::unique_ptr<SectionLock> lock)
+SharedTxQueue::SharedTxQueue(std::size_t capacity, std::unique_ptr<sync::SectionLock> lock)
     : lock_(std::move(lock)), ring_(capacity) {
   if (capacity == 0) throw std::invalid_argument("shared tx queue: capacity 0");
   if (!lock_) throw std::invalid_argument("shared tx queue: no lock");

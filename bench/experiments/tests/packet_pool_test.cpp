@@ -35,7 +35,7 @@ PacketPoolOptions small_options() {
 }
 
 TEST(PacketPool, CacheRefillsAndFlushesInBatches) {
-  PacketPool pool(small_options(), make_section_lock<sync::StdMutexLock>());
+  PacketPool pool(small_options(), sync::make_section_lock<sync::StdMutexLock>());
   EXPECT_STREQ(pool.lock().name(), "std::mutex");
   PacketPool::Cache cache(pool);
   std::vector<BufferId> held;
@@ -72,7 +72,7 @@ TEST(PacketPool, CacheRefillsAndFlushesInBatches) {
 }
 
 TEST(PacketPool, BuffersAreDistinctAlignedAndExhaustionIsReported) {
-  PacketPool pool(small_options(), make_section_lock<sync::DelegationLock>());
+  PacketPool pool(small_options(), sync::make_section_lock<sync::DelegationLock>());
   EXPECT_STREQ(pool.lock().name(), "delegation");
   PacketPool::Cache cache(pool);
   std::set<BufferId> ids;
@@ -97,7 +97,7 @@ TEST(PacketPool, BuffersAreDistinctAlignedAndExhaustionIsReported) {
 }
 
 TEST(PacketPool, InvariantCheckCatchesLossAndDoublePut) {
-  PacketPool pool(small_options(), make_section_lock<sync::QSpinLock>());
+  PacketPool pool(small_options(), sync::make_section_lock<sync::QSpinLock>());
   std::string why;
   {
     PacketPool::Cache cache(pool);
@@ -116,7 +116,7 @@ TEST(PacketPool, InvariantCheckCatchesLossAndDoublePut) {
 }
 
 TEST(PacketPool, RefusesBadOptions) {
-  auto lock = [] { return make_section_lock<sync::StdMutexLock>(); };
+  auto lock = [] { return sync::make_section_lock<sync::StdMutexLock>(); };
   PacketPoolOptions o = small_options();
   o.buffers = 0;
   EXPECT_THROW(PacketPool(o, lock()), std::invalid_argument);
@@ -149,7 +149,7 @@ void many_threads_conserve_buffers(std::size_t pairs = 6, int rounds = 3000) {  
   o.buffer_size = 256;
   o.cache_capacity = 32;
   o.batch = 8;
-  PacketPool pool(o, make_section_lock<Lock>());
+  PacketPool pool(o, sync::make_section_lock<Lock>());
 
   // Mailbox per pair: a burst of ids, handed over with release/acquire on `full`.
   struct alignas(64) Mailbox {

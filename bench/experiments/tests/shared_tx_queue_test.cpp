@@ -29,7 +29,7 @@ std::vector<TxDescriptor> burst_of(uint64_t first, std::size_t n) {
 }
 
 TEST(SharedTxQueue, FifoPrefixAcceptanceAndDrops) {
-  SharedTxQueue q(8, make_section_lock<sync::StdMutexLock>());
+  SharedTxQueue q(8, sync::make_section_lock<sync::StdMutexLock>());
   EXPECT_EQ(q.capacity(), 8u);
   EXPECT_EQ(q.push_burst(burst_of(0, 5)), 5u);
   EXPECT_EQ(q.push_burst(burst_of(5, 5)), 3u);  // 3 fit, 2 dropped
@@ -62,7 +62,7 @@ TEST(SharedTxQueue, FifoPrefixAcceptanceAndDrops) {
 }
 
 TEST(SharedTxQueue, RefusesBadArguments) {
-  EXPECT_THROW(SharedTxQueue(0, make_section_lock<sync::StdMutexLock>()), std::invalid_argument);
+  EXPECT_THROW(SharedTxQueue(0, sync::make_section_lock<sync::StdMutexLock>()), std::invalid_argument);
   EXPECT_THROW(SharedTxQueue(4, nullptr), std::invalid_argument);
 }
 
@@ -75,7 +75,7 @@ template <class Lock>
 void workers_and_consumer_exactly_once(std::size_t worker_count = 12, uint32_t bursts = 1500) {
   // Default: more workers than cores (and than queues: one).
   constexpr std::size_t kBurst = 8;
-  SharedTxQueue q(64, make_section_lock<Lock>());  // small: some bursts are dropped
+  SharedTxQueue q(64, sync::make_section_lock<Lock>());  // small: some bursts are dropped
   std::vector<uint64_t> accepted(worker_count, 0), offered(worker_count, 0);
   std::atomic<std::size_t> workers_left{worker_count};
 

@@ -1,5 +1,6 @@
-// delegation_lab.cpp - the delegation-lock lab on SLAB sections, the packet pool and
-// the shared TX queue (see delegation_lab.h for the loads and the figures).
+// delegation_lab.cpp - the delegation-lock lab on SLAB sections, the packet pool, the
+// shared TX queue and the switch's MAC learning (see delegation_lab.h for the loads and
+// the figures).
 #include "uvhost/bench/lab/delegation_lab.h"
 
 #include <fmt/format.h>
@@ -44,6 +45,8 @@ std::vector<LockEntry> lock_entries(LockStructure structure) {
                      if (structure == LockStructure::kPool)
                        return experiments::run_pool_load({shape(c, threads), c.ring, c.cache_capacity, c.buffer_size},
                                                          lock);
+                     if (structure == LockStructure::kLearning)
+                       return experiments::run_learning_load({shape(c, threads), c.flapping_macs}, lock);
                      return experiments::run_txq_load(
                          {shape(c, threads), c.txq_capacity, c.consumer_burst, c.txq_retries}, lock);
                    }});
@@ -51,8 +54,8 @@ std::vector<LockEntry> lock_entries(LockStructure structure) {
   return out;
 }
 
-// The figures, each summarized per cell. The slab lab reports the first five, pool the
-// first seven (with items/s and drops), txq all of them.
+// The figures, each summarized per cell. The slab lab reports the first five, learning
+// the first six (with items/s), pool the first seven (and drops), txq all of them.
 using Field = LabField<DelegationSample, DelegationCell>;
 constexpr Field kFields[] = {
     {"ops_per_s", &DelegationSample::ops_per_s, &DelegationCell::ops_per_s},
@@ -68,8 +71,17 @@ constexpr Field kFields[] = {
 };
 
 std::span<const Field> reported_fields(LockStructure structure) {
-  const std::size_t count = structure == LockStructure::kSlab ? 5 : structure == LockStructure::kPool ? 7 : 10;
-  return std::span(kFields).first(count);
+  switch (structure) {
+    case LockStructure::kSlab:
+      return std::span(kFields).first(5);
+    case LockStructure::kLearning:
+      return std::span(kFields).first(6);
+    case LockStructure::kPool:
+      return std::span(kFields).first(7);
+    case LockStructure::kTxq:
+      break;
+  }
+  return kFields;
 }
 
 DelegationSample sample_of(const experiments::LoadCounts& s, int threads) {
@@ -102,6 +114,8 @@ void validate(const DelegationLabConfig& c) {
                               "delegation lab: pool needs ring >= 1 and cache capacity >= batch");
   require<std::runtime_error>(c.structure != LockStructure::kTxq || (c.txq_capacity >= 1 && c.consumer_burst >= 1),
                               "delegation lab: txq needs a capacity and a consumer burst >= 1");
+  require<std::runtime_error>(c.structure != LockStructure::kLearning || c.flapping_macs >= 1,
+                              "delegation lab: learning needs at least one flapping MAC");
   const auto known = delegation_lab_locks();
   for (const auto& name : c.locks)
     require<std::runtime_error>(std::find(known.begin(), known.end(), name) != known.end(),
@@ -165,6 +179,16 @@ void print_structure(const DelegationLabConfig& c, std::ostream& out) {
         c.batch, c.private_work, c.runs, c.duration_ms, cpus);
     return;
   }
+  if (c.structure == LockStructure::kLearning) {
+    out << fmt::format(
+        "Delegation lock on the switch's MAC learning: the MacTable's writers' lock, under MAC flapping. Each thread\n"
+        "is a port sending bursts of {} frames whose source MACs cycle through the same {} addresses, so nearly\n"
+        "every learn moves a MAC (a write under the lock); each frame also looks up a destination. An op is one\n"
+        "learn; writes/s counts the learns that wrote. {} private-work iterations per burst, {} runs x {} ms per\n"
+        "point, locks interleaved; mean ±95% CI (Student t). {} CPUs online.\n\n",
+        c.batch, c.flapping_macs, c.private_work, c.runs, c.duration_ms, cpus);
+    return;
+  }
   const bool pool = c.structure == LockStructure::kPool;
   if (pool) {
     out << fmt::format(
@@ -197,7 +221,7 @@ std::vector<std::string> row_of(const DelegationCell& cell) {
   for (auto& text : baseline_cells(cell.vs_mutex, is_baseline)) row.push_back(std::move(text));
   if (cell.structure == LockStructure::kSlab) return row;
   row.push_back(si_with_relative_ci(cell.items_per_s));
-  if (cell.structure == LockStructure::kPool) return row;
+  if (cell.structure != LockStructure::kTxq) return row;
   row.push_back(fmt::format("{:.1f}%", 100 * cell.drop_ratio.mean));
   row.push_back(fmt::format("{:.1f}%", 100 * cell.full_ratio.mean));
   row.push_back(fmt::format("{:.2f}", cell.retries_per_burst.mean));
@@ -222,6 +246,7 @@ void print_delegation_table(const DelegationLabResult& result, std::ostream& out
   std::vector<std::string> headers{"threads", "lock",     "ops/s",         "ns/CS",  "CPU ns/CS",
                                    "cores",   "fairness", "vs std::mutex", "verdict"};
   if (structure == LockStructure::kPool) headers.push_back("buffers/s");
+  if (structure == LockStructure::kLearning) headers.push_back("writes/s");
   if (structure == LockStructure::kTxq)
     headers.insert(headers.end(), {"pkts/s", "dropped", "full", "retries/burst", "pkts/s vs std::mutex"});
   TextTable table(std::move(headers));
@@ -248,6 +273,7 @@ nlohmann::json delegation_lab_json(const DelegationLabResult& result) {
   if (c.structure == LockStructure::kTxq)
     options.update(
         {{"txq_capacity", c.txq_capacity}, {"consumer_burst", c.consumer_burst}, {"txq_retries", c.txq_retries}});
+  if (c.structure == LockStructure::kLearning) options["flapping_macs"] = c.flapping_macs;
   nlohmann::json j = {{"experiment", "delegation"},
                       {"seed", "004"},  // the JSON key tools and tests read: which upstream experiment this is
                       {"structure", to_string(c.structure)},

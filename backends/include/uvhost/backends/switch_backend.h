@@ -117,7 +117,7 @@
 //    "name", "forwarding", "learn", "delivery", "offload_invalid", "queue_full", "tap":
 //    TapBackend::stats()},
 //    "table": {"capacity", "entries", "learned", "moved", "refreshed", "refused_full",
-//    "evicted_aged", "flushed", "read_gave_up"}, "member_policy"}.
+//    "evicted_aged", "flushed", "read_gave_up", "writer_lock"}, "member_policy"}.
 #pragma once
 
 #include <atomic>

@@ -37,14 +37,17 @@
 //    the future" counts as fresh.
 //  - Threads: lookup() is safe from any number of threads concurrently with
 //    everything else. learn(), remove_port(), expire() may be called from any
-//    threads; they serialize on one writer mutex, which learn() takes only when it has
-//    something to write (new MAC, moved MAC, timestamp refresh; the last one only with
-//    try_lock: a busy writer just postpones the refresh to the next frame).
+//    threads; they serialize on one writer lock, which learn() takes only when it has
+//    something to write (new MAC, moved MAC, timestamp refresh; the last one only if
+//    the lock is free: a busy writer just postpones the refresh to the next frame).
+//    The writer lock is config.writer_lock (a mutex, or a delegation lock whose holder
+//    runs the waiting writers' sections itself, keeping the buckets in its cache: see
+//    sync/section_lock.h), or any SectionLock the constructor is given (the labs).
 //  - Progress: lookup() is wait-free (bounded retries, no stores to shared memory
 //    except the rare give-up counter). learn() in the steady state (known MAC, same
 //    port, refreshed less than refresh_interval ago) is as cheap as lookup() and
 //    writes nothing shared; a learn refused because its bucket is full is decided
-//    without the mutex too (one relaxed fetch_add on refused_full).
+//    without the lock too (one relaxed fetch_add on refused_full).
 //  - Misuse detected in debug builds: learning on kNoPort (reserved).
 //
 // Design note - a seqlock per bucket, not the table behind sync::ReadMostly
@@ -52,7 +55,7 @@
 // The table is a fixed array of buckets; each bucket holds kWays (MAC, port,
 // last-seen) slots as atomics and a sequence counter (a seqlock). A reader
 // loads the sequence, the slots, then the sequence again and retries if it changed
-// or was odd; a writer (holding the writer mutex) makes the sequence odd, stores,
+// or was odd; a writer (holding the writer lock) makes the sequence odd, stores,
 // makes it even. Readers store nothing, so lookups from many workers share the
 // bucket's cache lines without bouncing them, and a write costs a few stores.
 //
@@ -65,7 +68,7 @@
 // frames with another guest's source MAC makes that MAC flap between two ports at
 // packet rate, and every flap would be a table copy (capacity x 24 bytes) and a grace
 // period; it also needs a second table's worth of memory while copying. With the
-// seqlock a move is one bucket write under the mutex. The price: (1) a reader can be
+// seqlock a move is one bucket write under the writer lock. The price: (1) a reader can be
 // delayed by a writer preempted inside its write section; we bound that with
 // kMaxReadAttempts and fall back to "unknown" (flood), which is correct for a
 // learning switch; (2) per-slot timestamps are stored in the slots, so refreshing
@@ -80,7 +83,7 @@
 // programming language memory models?", 2012, with acquire slot loads and release
 // slot stores instead of fences: ThreadSanitizer does not model atomic_thread_fence,
 // and on x86 these orders cost nothing):
-//  writer (holds mutex_):  seq.store(s+1, relaxed);
+//  writer (holds writer_):  seq.store(s+1, relaxed);
 //                          slot stores (release); seq.store(s+2, release)
 //  reader:                 s1 = seq.load(acquire); [s1 odd: retry]
 //                          slot loads (acquire); s2 = seq.load(relaxed)
@@ -93,7 +96,7 @@
 //  read the state left by the write that produced s1 (whose release made every
 //  earlier slot store visible to the acquire load of s1): one complete entry. A
 //  timestamp refresh is seen.store(release) with no sequence change: a reader that
-//  reads it synchronizes with it and so with every earlier (mutex-serialized) write,
+//  reads it synchronizes with it and so with every earlier (lock-serialized) write,
 //  and the same argument applies. On x86 every one of these is a plain MOV; on arm64,
 //  LDAR/STLR. The sequence counter is 32 bits: a reader would be fooled only if it
 //  stalled inside one lookup for exactly 2^31 writes to the same bucket.
@@ -112,6 +115,7 @@
 
 #include "uvhost/base/name_table.h"
 #include "uvhost/sync/cpu_relax.h"
+#include "uvhost/sync/section_lock.h"
 #include "uvhost/sync/thread_annotations.h"
 
 namespace uvhost::backends {
@@ -156,6 +160,8 @@ struct MacTableConfig {
   std::chrono::nanoseconds refresh_interval = std::chrono::seconds(1);
   // Key of the bucket hash; 0: a random one (std::random_device).
   uint64_t hash_seed = 0;
+  // The lock the writers (learn, remove_port, expire) serialize on.
+  sync::SectionLockKind writer_lock = sync::SectionLockKind::kMutex;
 };
 
 enum class LearnResult : uint8_t {
@@ -195,23 +201,26 @@ class MacTable {
   static constexpr uint32_t kMaxReadAttempts = 64;
   static constexpr size_t kMaxCapacity = size_t{1} << 24;
 
-  // Throws std::invalid_argument for a config outside the ranges above.
-  explicit MacTable(const MacTableConfig& config = {});
+  // Throws std::invalid_argument for a config outside the ranges above. `writer_lock`:
+  // the writers' lock instead of one made from config.writer_lock.
+  explicit MacTable(const MacTableConfig& config = {}, std::unique_ptr<sync::SectionLock> writer_lock = nullptr);
   ~MacTable();
   MacTable(const MacTable&) = delete;
   MacTable& operator=(const MacTable&) = delete;
 
-  LearnResult learn(const MacAddress& mac, PortId port, SwitchTime now) UVHOST_EXCLUDES(mutex_);
+  LearnResult learn(const MacAddress& mac, PortId port, SwitchTime now) UVHOST_EXCLUDES(writer_);
   std::optional<PortId> lookup(const MacAddress& mac, SwitchTime now) const noexcept;
   // Number of entries removed.
-  size_t remove_port(PortId port) UVHOST_EXCLUDES(mutex_);
+  size_t remove_port(PortId port) UVHOST_EXCLUDES(writer_);
   // Number of aged entries evicted.
-  size_t expire(SwitchTime now) UVHOST_EXCLUDES(mutex_);
+  size_t expire(SwitchTime now) UVHOST_EXCLUDES(writer_);
 
   size_t capacity() const noexcept { return bucket_count_ * kWays; }
   size_t size() const noexcept { return entries_.load(std::memory_order_relaxed); }
   MacTableStats stats() const noexcept;
   const MacTableConfig& config() const noexcept { return config_; }
+  // The writers' lock's name ("std::mutex", "delegation", ...).
+  const char* writer_lock_name() const noexcept { return writer_.name(); }
 
  private:
   // One seqlock-protected set of kWays slots. key 0: empty; else kKeyValid | MAC.
@@ -290,13 +299,13 @@ class MacTable {
     return std::nullopt;
   }
 
-  // Writer side (caller holds mutex_).
+  // Writer side (caller holds writer_).
   static void begin_write(Bucket& b) noexcept;
   static void end_write(Bucket& b) noexcept;
-  LearnResult learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) noexcept UVHOST_REQUIRES(mutex_);
+  LearnResult learn_locked(Bucket& b, uint64_t key, PortId port, int64_t now) noexcept UVHOST_REQUIRES(writer_);
   // Empties every used slot for which matches(bucket, way) holds; the number emptied.
   template <class Matches>
-  size_t remove_matching(Matches matches) noexcept UVHOST_REQUIRES(mutex_);
+  size_t remove_matching(Matches matches) noexcept UVHOST_REQUIRES(writer_);
   void count(LearnResult result) noexcept;
 
   const MacTableConfig config_;
@@ -308,8 +317,9 @@ class MacTable {
 
   // Serializes every write to buckets_ (the slots are atomics that lookups read without
   // it, so they carry no UVHOST_GUARDED_BY; the writers are annotated instead).
-  sync::Mutex mutex_;
-  // Counters: relaxed (statistics; written under mutex_, except refused_full and
+  const std::unique_ptr<sync::SectionLock> writer_lock_;
+  sync::SectionLock& writer_;
+  // Counters: relaxed (statistics; written under writer_, except refused_full and
   // read_gave_up, which lock-free paths bump: only under a flood or heavy contention).
   std::atomic<size_t> entries_{0};
   std::array<std::atomic<uint64_t>, kLearnResultCount> by_result_{};

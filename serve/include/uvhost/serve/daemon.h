@@ -55,6 +55,7 @@
 #include "uvhost/serve/port.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/serve/reload_plan.h"
+#include "uvhost/sync/section_lock.h"
 #include "uvhost/sync/thread_annotations.h"
 #include "uvhost/base/unique_fd.h"
 
@@ -65,6 +66,7 @@ struct DaemonOptions {
   uint32_t pool_workers = 2;                    // workers of the shared pool (workers=pool)
   sync::EnqueueStrategy enqueue = sync::EnqueueStrategy::kLockless;  // every worker's, at start
   std::string switch_tap;                       // non-empty: a tap of this name joins the switch
+  sync::SectionLockKind switch_learning_lock = sync::SectionLockKind::kMutex;  // the MAC table's writers'
   std::string control_path;                     // non-empty: the control socket
   std::string metrics_address;                  // non-empty: GET /metrics at IPV4:PORT or [IPV6]:PORT
 };

@@ -9,8 +9,8 @@
 //   ... other work ...
 //   int got = c.get();
 //
-//  - Mutual exclusion: the critical sections passed to run() and submit() of one lock
-//    run one at a time, in a total order. Each one happens-after the one before it
+//  - Mutual exclusion: the critical sections passed to run(), try_run() and submit() of
+//    one lock run one at a time, in a total order. Each one happens-after the one before it
 //    (everything written inside a critical section is visible to the next one and, once
 //    run() returns or the Completion is ready, to the caller). Memory order: acquire /
 //    release, as for a mutex.
@@ -184,6 +184,13 @@ class DelegationLock {
   template <class F>
   std::invoke_result_t<F&> run(F&& fn);
 
+  // Runs fn() under the lock only if the lock is free: true after fn has run on this
+  // thread (then this caller combines, running whatever queued behind it meanwhile, as
+  // run() would), false at once when another thread holds it (fn is not run). An
+  // exception from fn propagates after the lock is released.
+  template <class F>
+  bool try_run(F&& fn);
+
   // Queues fn (or runs it inline if the lock is free) and returns its Completion.
   template <class F>
   Completion<std::invoke_result_t<std::decay_t<F>&>> submit(F&& fn);
@@ -329,6 +336,21 @@ std::invoke_result_t<F&> DelegationLock::run(F&& fn) {
   }
   Session session(*this, &request);
   return std::invoke(fn);  // the Session's destructor runs the queue after this
+}
+
+template <class F>
+bool DelegationLock::try_run(F&& fn) {
+  UVHOST_MISUSE_CHECK(!detail::this_thread_combines(this),
+                      "DelegationLock::try_run() called inside a critical section of the same lock "
+                      "(self-deadlock)");
+  Node own;
+  Node* expected = nullptr;
+  // acq_rel on success, relaxed on failure: as in submit().
+  if (!tail_.compare_exchange_strong(expected, &own, std::memory_order_acq_rel, std::memory_order_relaxed))
+    return false;
+  Session session(*this, &own);
+  std::invoke(fn);
+  return true;
 }
 
 template <class F>

@@ -6,7 +6,9 @@
 //  - UVHOST_GUARDED_BY(m) on a member: read or written only with `m` held;
 //    UVHOST_PT_GUARDED_BY(m): the same for what a pointer member points to;
 //    UVHOST_REQUIRES(m) on a function: its caller holds `m`; UVHOST_EXCLUDES(m): its
-//    caller must not (it takes `m` itself).
+//    caller must not (it takes `m` itself). UVHOST_ASSERT_CAPABILITY(m) on a function:
+//    after it returns the analysis treats `m` as held (for sections a lock runs on the
+//    caller's behalf, section_lock.h).
 //  - Mutex is std::mutex declared as a capability: lock(), unlock(), and try_lock()
 //    (true: held). MutexLock holds one for a scope.
 //  - CondVar is std::condition_variable for a Mutex (abseil's absl::CondVar shape):
@@ -38,6 +40,7 @@
 #define UVHOST_ACQUIRE(...) UVHOST_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
 #define UVHOST_RELEASE(...) UVHOST_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
 #define UVHOST_TRY_ACQUIRE(...) UVHOST_THREAD_ATTRIBUTE(try_acquire_capability(__VA_ARGS__))
+#define UVHOST_ASSERT_CAPABILITY(x) UVHOST_THREAD_ATTRIBUTE(assert_capability(x))
 #define UVHOST_NO_THREAD_SAFETY_ANALYSIS UVHOST_THREAD_ATTRIBUTE(no_thread_safety_analysis)
 
 namespace uvhost::sync {

@@ -16,6 +16,14 @@
 //    backing off and retrying the rest of a burst that found it full up to `txq_retries`
 //    times before dropping it; one consumer pops bursts under the same lock and checks
 //    every worker's descriptors arrive once and in order. An op is one push section.
+//  - run_learning_load(): the switch's MAC table (backends/switch_mac_table.h) with the
+//    lock as its writers' lock, under a MAC-flapping load: every thread is a port and
+//    sends bursts of `batch` frames whose source addresses cycle through the same
+//    `flapping_macs` MACs, so nearly every learn() moves a MAC to its port (a write
+//    under the lock); each frame also looks up a destination, as forwarding does. An op
+//    is one learn(); items are the learns that wrote. The table's own counters must
+//    match the threads' count of moves and new entries, and every MAC be bound to one
+//    of the ports at the end.
 // Every thread completes at least one cycle or burst, even one first scheduled after
 // the stop, so every thread has figures. A broken invariant throws std::runtime_error.
 #pragma once
@@ -77,11 +85,15 @@ struct TxqLoad : LoadShape {
   std::size_t txq_retries = 8;
 };
 
+struct LearningLoad : LoadShape {
+  std::size_t flapping_macs = 8;  // source MACs every port sends from
+};
+
 // One run's totals over the workers (cpu_ns: every thread's, the txq consumer's too).
 struct LoadCounts {
   uint64_t ops = 0;             // critical sections
   uint64_t min_ops = UINT64_MAX;  // the slowest worker's
-  uint64_t items = 0;           // pool: buffers got; txq: descriptors accepted
+  uint64_t items = 0;           // pool: buffers got; txq: descriptors accepted; learning: writes
   uint64_t offered = 0;         // txq: descriptors offered
   uint64_t bursts = 0;          // txq: bursts built (each offered once, retried or not)
   uint64_t full = 0;            // txq: push sections that found the queue full
@@ -94,6 +106,7 @@ struct LoadCounts {
 
 LoadCounts run_pool_load(const PoolLoad& load, const NamedSectionLock& lock);
 LoadCounts run_txq_load(const TxqLoad& load, const NamedSectionLock& lock);
+LoadCounts run_learning_load(const LearningLoad& load, const NamedSectionLock& lock);
 
 template <class Runner>
 LoadCounts run_slab_load(const SlabLoad& load) {

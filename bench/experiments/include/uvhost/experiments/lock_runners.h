@@ -19,7 +19,7 @@
 #include <mutex>
 #include <vector>
 
-#include "uvhost/experiments/section_lock.h"
+#include "uvhost/sync/section_lock.h"
 #include "uvhost/sync/baseline_locks.h"
 #include "uvhost/sync/delegation_lock.h"
 #include "uvhost/sync/qspinlock.h"
@@ -70,7 +70,7 @@ void for_each_runner(Visit&& visit) {
 // A runner as a SectionLock (section_lock.h), made on demand.
 struct NamedSectionLock {
   const char* name;
-  std::unique_ptr<SectionLock> (*make)();
+  std::unique_ptr<sync::SectionLock> (*make)();
 };
 
 // Every runner as a SectionLock, in table order, less the asynchronous variant
@@ -80,7 +80,7 @@ inline const std::vector<NamedSectionLock>& section_lock_set() {
     std::vector<NamedSectionLock> out;
     for_each_runner([&]<class Runner>() {
       if constexpr (!Runner::kAsyncFlush)
-        out.push_back({Runner::kName, [] { return make_section_lock<Runner>(); }});
+        out.push_back({Runner::kName, [] { return sync::make_section_lock<Runner>(); }});
     });
     return out;
   }();

@@ -4,7 +4,7 @@
 //
 // CONTRACT
 //
-//   PacketPool pool({.buffers = 8192}, make_section_lock<sync::DelegationLock>());
+//   PacketPool pool({.buffers = 8192}, sync::make_section_lock<sync::DelegationLock>());
 //   PacketPool::Cache cache(pool);            // one per thread
 //   BufferId id = cache.get();                // kNoBuffer when the pool is empty
 //   std::span<std::byte> bytes = pool.data(id);
@@ -63,7 +63,7 @@
 #include <string>
 #include <vector>
 
-#include "uvhost/experiments/section_lock.h"
+#include "uvhost/sync/section_lock.h"
 
 namespace uvhost::experiments {
 
@@ -92,14 +92,14 @@ class PacketPool {
 
   // Throws std::invalid_argument on options outside the limits above (buffers must
   // be 1 .. UINT32_MAX - 1) and std::bad_alloc when the memory cannot be had.
-  PacketPool(PacketPoolOptions options, std::unique_ptr<SectionLock> lock);
+  PacketPool(PacketPoolOptions options, std::unique_ptr<sync::SectionLock> lock);
   ~PacketPool();
   PacketPool(const PacketPool&) = delete;
   PacketPool& operator=(const PacketPool&) = delete;
 
   std::span<std::byte> data(BufferId id) const noexcept;
   const PacketPoolOptions& options() const noexcept { return options_; }
-  SectionLock& lock() noexcept { return *lock_; }
+  sync::SectionLock& lock() noexcept { return *lock_; }
 
   // Free buffers on the shared list (takes the lock; a snapshot).
   std::size_t shared_free();
@@ -118,7 +118,7 @@ class PacketPool {
   void flush_locked(std::vector<BufferId>& cache, std::size_t n) noexcept;
 
   PacketPoolOptions options_;
-  std::unique_ptr<SectionLock> lock_;
+  std::unique_ptr<sync::SectionLock> lock_;
   std::unique_ptr<std::byte, FreeAligned> memory_;
   std::vector<BufferId> free_;  // the shared stack; only inside lock_'s sections
 

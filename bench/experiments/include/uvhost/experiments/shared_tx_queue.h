@@ -4,7 +4,7 @@
 //
 // CONTRACT
 //
-//   SharedTxQueue txq(1024, make_section_lock<sync::DelegationLock>());
+//   SharedTxQueue txq(1024, sync::make_section_lock<sync::DelegationLock>());
 //   std::size_t sent = txq.push_burst(burst);   // worker: burst[0, sent) accepted,
 //                                               // burst[sent, end) dropped (free them)
 //   std::size_t n = txq.pop_burst(out);         // consumer: out[0, n), oldest first
@@ -53,7 +53,7 @@
 #include <span>
 #include <vector>
 
-#include "uvhost/experiments/section_lock.h"
+#include "uvhost/sync/section_lock.h"
 
 namespace uvhost::experiments {
 
@@ -79,7 +79,7 @@ struct SharedTxQueueStats {
 class SharedTxQueue {
  public:
   // Throws std::invalid_argument if capacity is 0 or there is no lock.
-  SharedTxQueue(std::size_t capacity, std::unique_ptr<SectionLock> lock);
+  SharedTxQueue(std::size_t capacity, std::unique_ptr<sync::SectionLock> lock);
   SharedTxQueue(const SharedTxQueue&) = delete;
   SharedTxQueue& operator=(const SharedTxQueue&) = delete;
 
@@ -92,14 +92,14 @@ class SharedTxQueue {
 
   SharedTxQueueStats stats();
   std::size_t capacity() const noexcept { return ring_.size(); }
-  SectionLock& lock() noexcept { return *lock_; }
+  sync::SectionLock& lock() noexcept { return *lock_; }
 
  private:
   // Critical sections (run under lock_, possibly on another thread).
   std::size_t push_locked(std::span<const TxDescriptor> burst, bool drop_rest) noexcept;
   std::size_t pop_locked(std::span<TxDescriptor> out) noexcept;
 
-  std::unique_ptr<SectionLock> lock_;
+  std::unique_ptr<sync::SectionLock> lock_;
   // Everything below is touched only inside lock_'s sections.
   std::vector<TxDescriptor> ring_;
   std::size_t head_ = 0;   // index of the oldest descriptor

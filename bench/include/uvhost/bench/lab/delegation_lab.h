@@ -1,5 +1,5 @@
 // delegation_lab.h - a delegation lock (the holder runs the waiters' critical
-// sections, flat-combining / ffwd style) against spinlocks and mutexes, in three
+// sections, flat-combining / ffwd style) against spinlocks and mutexes, in four
 // structures driven by experiments/lock_load.h's loads:
 //  - slab: SLAB's refill/flush critical sections (run_slab_load); an op is one section;
 //  - pool: a PacketPool's per-thread caches (run_pool_load); an op is one refill or
@@ -8,9 +8,12 @@
 //    and the consumer's CPU counts in CPU ns/CS; items are accepted descriptors
 //    (pkts/s, the throughput) with their own ratio to std::mutex, beside the saturation
 //    figures (dropped, pushes that found the queue full, retries per burst, bursts that
-//    lost descriptors).
-// "delegation-async" runs on slab only: pool and txq take their lock through
-// experiments::SectionLock, which is synchronous.
+//    lost descriptors);
+//  - learning: the switch's MAC table with the lock as its writers' lock, under a
+//    MAC-flapping load (run_learning_load); an op is one learn() of a frame's source
+//    MAC; items are the learns that wrote (writes/s).
+// "delegation-async" runs on slab only: the others take their lock through
+// sync::SectionLock, which is synchronous.
 //
 // A lab on the engine (lab_engine.h): per thread count, a cell per lock, `runs` runs of
 // `duration_ms` each with the locks' order rotated every run. Per cell, mean and 95% CI
@@ -42,9 +45,11 @@ namespace uvhost::bench::lab {
 
 using base::to_string;
 
-enum class LockStructure { kSlab, kPool, kTxq };
-inline constexpr auto kLockStructureNames = base::name_table<LockStructure>(
-    {{LockStructure::kSlab, "slab"}, {LockStructure::kPool, "pool"}, {LockStructure::kTxq, "txq"}});
+enum class LockStructure { kSlab, kPool, kTxq, kLearning };
+inline constexpr auto kLockStructureNames = base::name_table<LockStructure>({{LockStructure::kSlab, "slab"},
+                                                                             {LockStructure::kPool, "pool"},
+                                                                             {LockStructure::kTxq, "txq"},
+                                                                             {LockStructure::kLearning, "learning"}});
 constexpr const auto& enum_names(LockStructure) noexcept { return kLockStructureNames; }
 
 struct DelegationLabConfig {
@@ -53,7 +58,7 @@ struct DelegationLabConfig {
   std::vector<std::string> locks;  // empty: every lock the structure runs
   int runs = 5;
   int duration_ms = 200;
-  std::size_t batch = 16;             // slab: objects per refill/flush (SLAB's batchcount); txq: per burst
+  std::size_t batch = 16;  // slab: objects per refill/flush (SLAB's batchcount); txq, learning: per burst
   std::size_t private_work = 64;      // loop iterations between sections (pool: per batch; txq: per burst)
   std::size_t pool_objects = 1 << 16;  // slab
   std::size_t objects_per_slab = 32;   // slab
@@ -63,6 +68,7 @@ struct DelegationLabConfig {
   std::size_t txq_capacity = 1024;     // txq: descriptors the queue holds
   std::size_t consumer_burst = 256;    // txq: most descriptors per pop
   std::size_t txq_retries = 8;         // txq: retries of a burst that found the queue full before a drop
+  std::size_t flapping_macs = 8;       // learning: source MACs every port sends from
 };
 
 // One txq run's raw counts (the queue's own counters where it keeps them).
@@ -79,7 +85,7 @@ struct TxqRunCounts {
 // One run of one lock at one thread count.
 struct DelegationSample {
   double ops_per_s = 0, ns_per_cs = 0, cpu_ns_per_cs = 0, cores = 0, fairness = 0;
-  double items_per_s = 0;  // pool: buffers got per s; txq: descriptors accepted per s
+  double items_per_s = 0;  // pool: buffers got per s; txq: descriptors accepted per s; learning: writes per s
   // txq (0 elsewhere): dropped / offered; push sections that found the queue full / push
   // sections; retry sections / bursts; bursts that lost a descriptor / bursts.
   double drop_ratio = 0, full_ratio = 0, retries_per_burst = 0, burst_drop_ratio = 0;
@@ -116,7 +122,7 @@ void set_vs_mutex(DelegationLabResult& result);
 
 // What the structure is, then a row per cell (a separator between thread counts):
 // threads | lock | ops/s | ns/CS | CPU ns/CS | cores | fairness | vs std::mutex |
-// verdict, then buffers/s (pool), or pkts/s | dropped | full | retries/burst | pkts/s vs
+// verdict, then buffers/s (pool), writes/s (learning), or pkts/s | dropped | full | retries/burst | pkts/s vs
 // std::mutex (txq).
 void print_delegation_table(const DelegationLabResult& result, std::ostream& out);
 // {"experiment", "seed", "structure", "options", "points": [the structure's figures,
