@@ -9,6 +9,8 @@
 // kAsyncFlush marks the asynchronous delegation variant: the lab submits each
 // flush with DelegationLock::submit() and keeps working (at most one flush in
 // flight per thread), which no lock()/unlock() interface can express.
+// "delegation-park" is the same lock with its waiters parking at once instead of
+// spinning first: how much the spin buys (or costs) shows beside "delegation".
 //
 // for_each_runner() visits the runners in table order; section_lock_set() gives each
 // synchronous one as a SectionLock, by name, for the structures that take their lock
@@ -55,6 +57,18 @@ struct DelegationAsyncRunner : DelegationRunner {
   static constexpr bool kAsyncFlush = true;
 };
 
+// The same lock without spinning: a waiter parks on its futex at once (spin_iterations
+// 0, no adaptive spin), the other end of the spin-or-park trade-off.
+struct DelegationParkRunner {
+  static constexpr const char* kName = "delegation-park";
+  static constexpr bool kAsyncFlush = false;
+  sync::DelegationLock lock{sync::DelegationLockOptions{.spin_iterations = 0, .adaptive_spin = false}};
+  template <class F>
+  void run(F&& fn) {
+    lock.run(fn);
+  }
+};
+
 // Calls visit.template operator()<Runner>() for every runner the labs compare, in
 // table order: the baseline first, then ours, then the other spinlocks.
 template <class Visit>
@@ -62,7 +76,7 @@ void for_each_runner(Visit&& visit) {
   [&]<class... Runners>() {
     (visit.template operator()<Runners>(), ...);
   }.template operator()<LockableRunner<sync::StdMutexLock>, DelegationRunner, DelegationAsyncRunner,
-                        LockableRunner<sync::QSpinLock>, LockableRunner<sync::PthreadSpinLock>,
+                        DelegationParkRunner, LockableRunner<sync::QSpinLock>, LockableRunner<sync::PthreadSpinLock>,
                         LockableRunner<sync::CkTicketLock>, LockableRunner<sync::CkMcsLock>,
                         LockableRunner<sync::CkClhLock>>();
 }
