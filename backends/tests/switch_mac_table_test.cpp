@@ -363,7 +363,15 @@ TEST(MacTableDeathTest, LearnOnReservedPortAborts) {
 
 // The writers' lock is a setting (mutex or delegation): the concurrency tests below
 // that write from several threads run with each.
-class MacTableWriterLock : public ::testing::TestWithParam<sync::SectionLockKind> {};
+class MacTableWriterLock : public ::testing::TestWithParam<sync::SectionLockKind> {
+ protected:
+  // config_with() and this test's writer lock.
+  MacTableConfig writer_config(size_t capacity, uint64_t seed = 42) const {
+    MacTableConfig c = config_with(capacity, seed);
+    c.writer_lock = GetParam();
+    return c;
+  }
+};
 INSTANTIATE_TEST_SUITE_P(Each, MacTableWriterLock,
                          ::testing::ValuesIn(base::values_of(sync::kSectionLockKindNames)),
                          [](const ::testing::TestParamInfo<sync::SectionLockKind>& kind) {
@@ -371,18 +379,14 @@ INSTANTIATE_TEST_SUITE_P(Each, MacTableWriterLock,
                          });
 
 TEST_P(MacTableWriterLock, TableReportsItsWriterLock) {
-  MacTableConfig config = config_with(64);
-  config.writer_lock = GetParam();
-  const MacTable table(config);
+  const MacTable table(writer_config(64));
   EXPECT_STREQ(table.writer_lock_name(),
                GetParam() == sync::SectionLockKind::kDelegation ? "delegation" : "std::mutex");
 }
 
 // Many threads learning the same MACs on the same ports at once insert each MAC once.
 TEST_P(MacTableWriterLock, ConcurrentLearnersInsertEachMacOnce) {
-  MacTableConfig config = config_with(1024);
-  config.writer_lock = GetParam();
-  MacTable table(config);
+  MacTable table(writer_config(1024));
   constexpr uint32_t kMacs = 200;
   constexpr int kThreads = 4;
   std::vector<std::thread> threads;
@@ -408,8 +412,7 @@ TEST_P(MacTableWriterLock, ConcurrentLearnersInsertEachMacOnce) {
 // small that slots are reused constantly. Every port bound to MAC i is (i << 8) | k
 // with k < 4, so a torn read (one slot's MAC with another incarnation's port) shows.
 TEST_P(MacTableWriterLock, ReadersSeeOnlyPortsBoundToTheMac) {
-  MacTableConfig config = config_with(16, 5);  // 2 buckets x 8 ways
-  config.writer_lock = GetParam();
+  MacTableConfig config = writer_config(16, 5);  // 2 buckets x 8 ways
   config.max_age = 20ms;  // simulated time: entries age quickly
   config.refresh_interval = 1ms;
   MacTable table(config);
@@ -484,9 +487,7 @@ TEST_P(MacTableWriterLock, ReadersSeeOnlyPortsBoundToTheMac) {
 // Ports fighting over the same MACs (MAC flapping): every move is counted once, by the
 // table and by the learners alike, and each MAC ends bound to one of the ports.
 TEST_P(MacTableWriterLock, FlappingMacsCountEveryMoveOnce) {
-  MacTableConfig config = config_with(64);
-  config.writer_lock = GetParam();
-  MacTable table(config);
+  MacTable table(writer_config(64));
   constexpr uint32_t kMacs = 4;
   constexpr int kPorts = 6;
   constexpr int kLearns = 20000;
