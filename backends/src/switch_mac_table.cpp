@@ -81,28 +81,27 @@ LearnResult MacTable::learn(const MacAddress& mac, PortId port, SwitchTime now) 
 
   // Optimistic lock-free read first: the steady state and a flood into a full bucket
   // are decided without the lock.
+  bool refresh_only = false;
   if (const std::optional<BucketView> view = read_bucket<true>(b, key, now_ns)) {
     if (view->way >= 0 && view->port == port && !is_aged(view->seen, now_ns)) {
       if (now_ns - view->seen < refresh_ns_) return LearnResult::kFresh;
-      // Refresh: rare (once per refresh_interval per entry) and optional, so never wait.
-      LearnResult result = LearnResult::kFresh;
-      writer_.try_run([&] {
-        writer_.assert_held();
-        result = learn_locked(b, key, port, now_ns);
-      });
-      if (result != LearnResult::kFresh) count(result);
-      return result;
-    }
-    if (view->way < 0 && !view->has_room) {
+      refresh_only = true;
+    } else if (view->way < 0 && !view->has_room) {
       count(LearnResult::kRefusedFull);
       return LearnResult::kRefusedFull;
     }
   }
   LearnResult result = LearnResult::kFresh;
-  writer_.run([&] {
+  auto section = [&] {
     writer_.assert_held();
     result = learn_locked(b, key, port, now_ns);
-  });
+  };
+  // A refresh is rare (once per refresh_interval per entry) and optional, so it never waits.
+  if (refresh_only) {
+    writer_.try_run(section);
+  } else {
+    writer_.run(section);
+  }
   if (result != LearnResult::kFresh) count(result);
   return result;
 }

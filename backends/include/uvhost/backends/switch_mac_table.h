@@ -318,7 +318,7 @@ class MacTable {
   // Serializes every write to buckets_ (the slots are atomics that lookups read without
   // it, so they carry no UVHOST_GUARDED_BY; the writers are annotated instead).
   const std::unique_ptr<sync::SectionLock> writer_lock_;
-  sync::SectionLock& writer_;
+  sync::SectionLock& writer_;  // *writer_lock_, as the annotations name it
   // Counters: relaxed (statistics; written under writer_, except refused_full and
   // read_gave_up, which lock-free paths bump: only under a flood or heavy contention).
   std::atomic<size_t> entries_{0};

@@ -44,6 +44,7 @@ struct LockableRunner {
 struct DelegationRunner {
   static constexpr const char* kName = "delegation";
   static constexpr bool kAsyncFlush = false;
+  explicit DelegationRunner(sync::DelegationLockOptions options = {}) : lock(options) {}
   sync::DelegationLock lock;
   template <class F>
   void run(F&& fn) {
@@ -59,14 +60,9 @@ struct DelegationAsyncRunner : DelegationRunner {
 
 // The same lock without spinning: a waiter parks on its futex at once (spin_iterations
 // 0, no adaptive spin), the other end of the spin-or-park trade-off.
-struct DelegationParkRunner {
+struct DelegationParkRunner : DelegationRunner {
   static constexpr const char* kName = "delegation-park";
-  static constexpr bool kAsyncFlush = false;
-  sync::DelegationLock lock{sync::DelegationLockOptions{.spin_iterations = 0, .adaptive_spin = false}};
-  template <class F>
-  void run(F&& fn) {
-    lock.run(fn);
-  }
+  DelegationParkRunner() : DelegationRunner({.spin_iterations = 0, .adaptive_spin = false}) {}
 };
 
 // Calls visit.template operator()<Runner>() for every runner the labs compare, in
