@@ -3,6 +3,7 @@
 // library (workload.h, bench_report.h). Subcommands (compare, calibrate) hang off it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -24,6 +25,8 @@ struct BenchOptions {
   std::vector<std::string> workloads = base::names(bench::kWorkloadNames);
   std::vector<uint32_t> sizes{64, 1500};
   std::vector<uint32_t> sessions{1};
+  std::vector<uint64_t> rates{0};
+  std::string arrivals = "poisson";
   std::string config;
   std::string backend;
   std::string socket;
@@ -79,7 +82,13 @@ void run_bench(BenchOptions& o) {
       usage_error(e.what());
     }
   }
-  const std::vector<bench::Point> points = bench::expand_points(workloads, o.sizes, o.sessions);
+  const bool open_loop = std::any_of(o.rates.begin(), o.rates.end(), [](uint64_t r) { return r != 0; });
+  if (open_loop && o.run.frontend != bench::Frontend::kEmbedded) {
+    usage_error("--rates (open loop) needs the embedded frontend");
+  }
+  const std::vector<bench::Point> points = bench::expand_points(
+      workloads, o.sizes, o.sessions, o.rates,
+      base::parse_enum<bench::Arrivals>(o.arrivals).value_or(bench::Arrivals::kPoisson));
 
   fmt::print("uvhost bench: {} ({}), {} points x {} runs, {:.1f} s each after {:.1f} s warm-up, {} queue pair(s), {}\n",
              config->label.empty() ? "-" : config->label, bench::describe(*config), points.size(), o.runs,
@@ -130,6 +139,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--sessions", o->sessions, "rr: requests in flight; stream: flows")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--rates", o->rates,
+                  "rr: offered transactions/s, open loop (0: closed loop, each session's next request when its "
+                  "answer is back); a list is a load sweep")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--arrivals", o->arrivals, "Open-loop rr: gaps between arrivals")
+      ->check(CLI::IsMember(base::names(bench::kArrivalsNames)))
+      ->capture_default_str();
   cmd->add_option("--config", o->config,
                   "KEY=VALUE,...: backend=" + base::join_names(bench::kStartedBackendNames, "|") +
                       ", port keys of `uvhost serve --port` (poll=busy, workers=pair, ...), enqueue=, "

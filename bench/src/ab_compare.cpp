@@ -52,10 +52,6 @@ std::vector<double> p99_values(const std::vector<RunResult>& runs) {
   return v;
 }
 
-std::string describe_point(const Point& point) {
-  return fmt::format("{} {}B x{}", to_string(point.workload), point.size, point.sessions);
-}
-
 void analyze_point(PointComparison& p, double min_effect) {
   const Workload w = p.point.workload;
   p.thu = compare_metric(thu_values(p.a_runs, w), thu_values(p.b_runs, w), Direction::kHigherIsBetter, min_effect);
@@ -111,7 +107,7 @@ CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const P
       try {
         r = runner(config, point);
       } catch (const std::exception& e) {
-        throw std::runtime_error(fmt::format("{}, round {} of {}, {} ({}): {}", describe_point(point), round + 1,
+        throw std::runtime_error(fmt::format("{}, round {} of {}, {} ({}): {}", describe(point), round + 1,
                                              spec.runs, side, describe(config), e.what()));
       }
       if (progress) progress(progress_line(point, round, spec.runs, side, r));
@@ -129,7 +125,7 @@ CompareResult run_compare_interleaved(const CompareSpec& spec, const PairRunner&
       sides = runner(spec.a, spec.b, a_first, point);
     } catch (const std::exception& e) {
       throw std::runtime_error(fmt::format("{}, round {} of {}, A ({}) with B ({}) in slices: {}",
-                                           describe_point(point), round + 1, spec.runs, describe(spec.a),
+                                           describe(point), round + 1, spec.runs, describe(spec.a),
                                            describe(spec.b), e.what()));
     }
     if (progress) {

@@ -72,7 +72,7 @@ void print_workload_table(const CompareResult& result, Workload workload, std::o
   for (const PointComparison& p : result.points) {
     if (p.point.workload != workload) continue;
     for (const AbComparison* c : {&p.thu.by(method), &p.normalize.by(method)}) {
-      if (!c->valid()) out << "  " << describe_point(p.point) << ": n/a because " << c->reason << "\n";
+      if (!c->valid()) out << "  " << describe(p.point) << ": n/a because " << c->reason << "\n";
     }
   }
 }

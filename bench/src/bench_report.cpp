@@ -10,11 +10,18 @@
 namespace uvhost::bench {
 
 std::vector<Point> expand_points(const std::vector<Workload>& workloads, const std::vector<uint32_t>& sizes,
-                                 const std::vector<uint32_t>& sessions) {
+                                 const std::vector<uint32_t>& sessions, const std::vector<uint64_t>& rates,
+                                 Arrivals arrivals) {
   std::vector<Point> out;
   for (Workload w : workloads) {
     for (uint32_t size : sizes) {
-      for (uint32_t s : sessions) out.push_back(Point{w, size, s});
+      for (uint32_t s : sessions) {
+        if (w != Workload::kRr) {
+          out.push_back(Point{w, size, s});
+          continue;
+        }
+        for (uint64_t rate : rates) out.push_back(Point{w, size, s, rate, arrivals});
+      }
     }
   }
   return out;
@@ -67,6 +74,11 @@ std::string cell(const Summary& s) { return with_ci(s); }
 
 std::string si_cell(const Summary& s) { return si_with_ci(s); }
 
+// The offered rate of an open-loop rr point ("10 k poisson"), "-" for closed loop.
+std::string offered(const Point& point) {
+  return point.rate == 0 ? "-" : fmt::format("{} {}", si(static_cast<double>(point.rate)), to_string(point.arrivals));
+}
+
 nlohmann::json summary_json(const Summary& s) {
   return {{"n", s.n},         {"mean", s.mean}, {"stddev", s.stddev}, {"ci95_half", s.ci95_half},
           {"min", s.min},     {"max", s.max},   {"median", s.median}};
@@ -75,13 +87,13 @@ nlohmann::json summary_json(const Summary& s) {
 }  // namespace
 
 TextTable sweep_table(const std::vector<PointRuns>& sweep) {
-  TextTable table({"workload", "size", "sessions", "Mpps", "Gbit/s", "trans/s", "p50 us", "p99 us", "p99.9 us",
+  TextTable table({"workload", "size", "sessions", "offered/s", "Mpps", "Gbit/s", "trans/s", "p50 us", "p99 us", "p99.9 us",
                    "fe cores", "be cores", "per CPU-s"});
   for (const PointRuns& p : sweep) {
     const PointSummary s = summarize_point(p.point.workload, p.runs);
     const bool rr = p.point.workload == Workload::kRr;
     table.add_row({std::string(to_string(p.point.workload)), fmt::format("{}", p.point.size),
-                   fmt::format("{}", p.point.sessions), cell(s.mpps), cell(s.gbps), rr ? si_cell(s.tps) : "-",
+                   fmt::format("{}", p.point.sessions), offered(p.point), cell(s.mpps), cell(s.gbps), rr ? si_cell(s.tps) : "-",
                    rr ? cell(s.p50_us) : "-", rr ? cell(s.p99_us) : "-", rr ? cell(s.p999_us) : "-",
                    cell(s.frontend_cores), cell(s.backend_cores), si_cell(s.normalized)});
   }
@@ -110,6 +122,8 @@ nlohmann::json sweep_to_json(const Config& config, const RunOptions& options, co
     points.push_back({{"workload", std::string(to_string(p.point.workload))},
                       {"size", p.point.size},
                       {"sessions", p.point.sessions},
+                      {"offered_rate", p.point.rate},
+                      {"arrivals", std::string(to_string(p.point.arrivals))},
                       {"runs", runs},
                       {"summary",
                        {{"mpps", summary_json(s.mpps)},
@@ -134,15 +148,16 @@ nlohmann::json sweep_to_json(const Config& config, const RunOptions& options, co
 }
 
 void write_csv(std::ostream& out, const Config& config, const std::vector<PointRuns>& sweep) {
-  out << "label,config,workload,size,sessions,run,seconds,packets,bytes,transactions,pps,gbps,tps,"
+  out << "label,config,workload,size,sessions,offered_rate,arrivals,run,seconds,packets,bytes,transactions,pps,gbps,tps,"
          "p50_us,p99_us,p999_us,frontend_cpu_s,backend_cpu_s,cpu_s,normalized\n";
   // The config's text may hold commas: quoted, as CSV does.
   const std::string described = "\"" + describe(config) + "\"";
   for (const PointRuns& p : sweep) {
     for (size_t i = 0; i < p.runs.size(); ++i) {
       const RunResult& r = p.runs[i];
-      out << fmt::format("{},{},{},{},{},{},{:.6f},{},{},{},{:.1f},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.6f},{:.6f},{:.6f},{:.1f}\n",
-                         config.label, described, to_string(p.point.workload), p.point.size, p.point.sessions, i,
+      out << fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.1f},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.6f},{:.6f},{:.6f},{:.1f}\n",
+                         config.label, described, to_string(p.point.workload), p.point.size, p.point.sessions,
+                         p.point.rate, to_string(p.point.arrivals), i,
                          r.seconds, r.packets, r.bytes, r.transactions, r.pps(), r.gbps(), r.tps(), r.p50_us, r.p99_us,
                          r.p999_us, side_cpu_seconds(r, "frontend"), side_cpu_seconds(r, "backend"), r.cpu_seconds,
                          r.normalized(p.point.workload));
@@ -154,9 +169,8 @@ std::string run_line(const Point& point, const RunResult& run) {
   const double fe = run.seconds > 0 ? side_cpu_seconds(run, "frontend") / run.seconds : 0;
   const double be = run.seconds > 0 ? side_cpu_seconds(run, "backend") / run.seconds : 0;
   if (point.workload == Workload::kRr) {
-    return fmt::format("{} {} B x{}: {} trans/s, p50 {:.1f} us, p99 {:.1f} us, cpu fe {:.2f} be {:.2f}",
-                       to_string(point.workload), point.size, point.sessions, si(run.tps()), run.p50_us, run.p99_us, fe,
-                       be);
+    return fmt::format("{}: {} trans/s, p50 {:.1f} us, p99 {:.1f} us, cpu fe {:.2f} be {:.2f}", describe(point),
+                       si(run.tps()), run.p50_us, run.p99_us, fe, be);
   }
   return fmt::format("{} {} B x{}: {}pps, {:.2f} Gbit/s, cpu fe {:.2f} be {:.2f}", to_string(point.workload),
                      point.size, point.sessions, si(run.pps()), run.gbps(), fe, be);

@@ -196,7 +196,7 @@ CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, c
 
 void print_calibrate_report(const CalibrateResult& result, std::ostream& out) {
   const CalibrateSpec& spec = result.spec;
-  out << "calibration of uvhost bench compare at " << describe_point(spec.point) << "\n";
+  out << "calibration of uvhost bench compare at " << describe(spec.point) << "\n";
   out << "A: " << describe(spec.base) << "\n";
   out << fmt::format(
       "B: A with the frontend spinning {} ns per packet ({:g}% more work per {}; pilot median {} {}/s)\n",

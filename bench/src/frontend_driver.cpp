@@ -8,7 +8,9 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -276,21 +278,51 @@ Sides run_stream_rx(vhost_user::Frontend& frontend, const DriveSpec& spec) {
   return result;
 }
 
+// When an open-loop rr's requests arrive: `rate` per second from `start_ns`, with
+// exponential gaps (Poisson; a fixed seed, so every run offers the same sequence) or
+// equal ones. Kept in double nanoseconds so equal gaps do not drift by rounding.
+class ArrivalSchedule {
+ public:
+  ArrivalSchedule(uint64_t rate, Arrivals arrivals, uint64_t start_ns)
+      : mean_gap_ns_(1e9 / static_cast<double>(rate)),
+        poisson_(arrivals == Arrivals::kPoisson),
+        next_ns_(static_cast<double>(start_ns) + gap()) {}
+  uint64_t next_ns() const noexcept { return static_cast<uint64_t>(next_ns_); }
+  void advance() { next_ns_ += gap(); }
+
+ private:
+  double gap() { return poisson_ ? mean_gap_ns_ * exponential_(random_) : mean_gap_ns_; }
+
+  const double mean_gap_ns_;
+  const bool poisson_;
+  std::mt19937_64 random_{0x75766862};  // "uvhb"
+  std::exponential_distribution<double> exponential_{1.0};
+  double next_ns_;
+};
+
 Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
   Sides result;
   const uint32_t sessions = spec.point.sessions;
   struct Session {
     uint32_t pair = 0;
     uint64_t sequence = 0;
-    uint64_t sent_ns = 0;
+    uint64_t sent_ns = 0;  // open loop: the scheduled arrival
     bool outstanding = false;
   };
   std::vector<Session> state(sessions);
   for (uint32_t s = 0; s < sessions; ++s) state[s].pair = s % spec.queue_pairs;
   std::vector<std::byte> frame(spec.point.size);
   build_bench_frame(frame);
-  // Sessions whose next request is due on each pair (answered, or refused by a full ring).
+  // Sessions whose next request is due on each pair (answered, or refused by a full
+  // ring); in open loop, the sessions free to take an arrival.
   std::vector<std::vector<uint32_t>> due = sessions_by_pair(sessions, spec.queue_pairs);
+  std::optional<ArrivalSchedule> schedule;
+  if (spec.point.rate != 0) {
+    schedule.emplace(spec.point.rate, spec.point.arrivals, static_cast<uint64_t>(monotonic_ns()));
+  }
+  std::vector<bool> to_flush(spec.queue_pairs, false);
+  uint32_t next_pair = 0;
+  uint64_t in_flight = 0;
 
   Window window(spec);
   Progress progress("rr");
@@ -314,6 +346,7 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
       return;
     }
     session.outstanding = false;
+    --in_flight;
     ++session.sequence;
     if (window.measuring()) {
       DriveResult& side = result[window.side()];
@@ -322,6 +355,39 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
     }
     due[current_pair].push_back(stamp->session);
   };
+  // Sends session `s`'s next request on `pair`, stamped `sent_ns`; false: ring full.
+  auto send = [&](uint32_t s, uint32_t pair, uint64_t sent_ns) {
+    Session& session = state[s];
+    session.sent_ns = sent_ns;
+    stamp_bench_frame(frame, BenchStamp{s, session.sequence, sent_ns});
+    if (!frontend.enqueue_tx(frame, pair)) return false;
+    session.outstanding = true;
+    ++in_flight;
+    return true;
+  };
+  // Open loop: every arrival that is due takes a free session, the pairs in turn; an
+  // arrival that finds none (or a full ring) stays due with its scheduled time.
+  auto send_due_arrivals = [&] {
+    const uint64_t now_ns = static_cast<uint64_t>(monotonic_ns());
+    size_t sent = 0;
+    while (schedule->next_ns() <= now_ns) {
+      uint32_t pair = next_pair, tried = 0;
+      while (due[pair].empty() && ++tried < spec.queue_pairs) pair = (pair + 1) % spec.queue_pairs;
+      if (due[pair].empty() || !send(due[pair].back(), pair, schedule->next_ns())) break;
+      due[pair].pop_back();
+      to_flush[pair] = true;
+      next_pair = (pair + 1) % spec.queue_pairs;
+      schedule->advance();
+      ++sent;
+    }
+    for (uint32_t p = 0; p < spec.queue_pairs; ++p) {
+      if (to_flush[p]) frontend.flush_tx(p);
+      to_flush[p] = false;
+    }
+    // The injected work (calibration) per request and per answer.
+    spin(window.spin_ns(), 2 * sent);
+    return sent;
+  };
 
   const std::function<void(const vhost_user::RxPacket&)> handler = on_packet;  // built once, not per poll
   for (;;) {
@@ -329,33 +395,32 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
     for (uint32_t p = 0; p < spec.queue_pairs; ++p) {
       current_pair = p;
       (void)frontend.poll_rx(handler, SIZE_MAX, p);
+      if (schedule) continue;
       auto& ready = due[p];
       // The injected work (calibration) sits on the critical path: between an answer
       // and the next request, one spin for the answer and one for the request. Spun
       // after sending instead, it would overlap the backend's turn and cost nothing.
       spin(window.spin_ns(), 2 * ready.size());
+      const uint64_t now_ns = static_cast<uint64_t>(monotonic_ns());
       size_t sent = 0;
       for (; sent < ready.size(); ++sent) {
-        Session& session = state[ready[sent]];
-        session.sent_ns = static_cast<uint64_t>(monotonic_ns());
-        stamp_bench_frame(frame, BenchStamp{ready[sent], session.sequence, session.sent_ns});
-        if (!frontend.enqueue_tx(frame, p)) break;  // ring full: the rest stay due
-        session.outstanding = true;
+        if (!send(ready[sent], p, now_ns)) break;  // ring full: the rest stay due
       }
       ready.erase(ready.begin(), ready.begin() + static_cast<std::ptrdiff_t>(sent));
       if (sent > 0) frontend.flush_tx(p);
       moved_step += sent;
     }
+    if (schedule) moved_step += send_due_arrivals();
     if (unmatched > 0 || wrong_size > 0) {
       throw std::runtime_error(fmt::format("rr: {} answers matched no outstanding request, {} had the wrong size",
                                            unmatched, wrong_size));
     }
     const auto now = Clock::now();
-    if (moved_step > 0) {
-      progress.moved(now);
+    if (moved_step > 0 || (schedule && in_flight == 0)) {
+      progress.moved(now);  // (open loop: waiting for the next arrival is no stall)
     } else {
       progress.check(now, frontend);
-      if (progress.idle(now)) {
+      if (!schedule && progress.idle(now)) {
         wait_pair = (wait_pair + 1) % spec.queue_pairs;
         (void)frontend.wait_rx(kWaitSlice, wait_pair);
       }
@@ -368,6 +433,27 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
     r.bytes = r.packets * spec.point.size;
   }
   window.finish(result);
+  return result;
+}
+
+// The workload through the warm-up, then a silent window: what the backend spends
+// while its guest is connected and quiet.
+Sides run_idle_window(vhost_user::Frontend& frontend, const DriveSpec& spec,
+                      Sides (*workload)(vhost_user::Frontend&, const DriveSpec&)) {
+  DriveSpec warmup = spec;
+  warmup.idle_window = false;
+  warmup.seconds = 0.01;  // the workload's own window, unused: the warm-up is what counts
+  warmup.on_window_start = nullptr;
+  warmup.on_window_end = nullptr;
+  (void)workload(frontend, warmup);
+  Sides result;
+  if (spec.on_window_start) spec.on_window_start(0);
+  const int64_t cpu_start = thread_cpu_ns();
+  const auto wall_start = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(spec.seconds));
+  result[0].seconds = std::chrono::duration<double>(Clock::now() - wall_start).count();
+  result[0].frontend_cpu_seconds = static_cast<double>(thread_cpu_ns() - cpu_start) * 1e-9;
+  if (spec.on_window_end) spec.on_window_end(0);
   return result;
 }
 
@@ -413,14 +499,21 @@ Sides drive(vhost_user::Frontend& frontend, const DriveSpec& spec) {
   }
   // Size the injected work before the clock starts (it measures the CPU once).
   if (spec.spin_ns[0] != 0 || spec.spin_ns[1] != 0) (void)injected_iterations_per_ns();
-  Sides result;
-  switch (spec.point.workload) {
-    case Workload::kStreamTx: result = run_stream_tx(frontend, spec); break;
-    case Workload::kStreamRx: result = run_stream_rx(frontend, spec); break;
-    case Workload::kRr: result = run_rr(frontend, spec); break;
+  if (spec.point.rate != 0 && spec.point.workload != Workload::kRr) {
+    throw std::runtime_error("an offered rate (open loop) is for rr only");
   }
+  if (spec.idle_window && (spec.sides != 1 || spec.point.workload == Workload::kStreamRx)) {
+    throw std::runtime_error("an idle window drives one side of rr or stream-tx (stream-rx's backend never idles)");
+  }
+  Sides (*workload)(vhost_user::Frontend&, const DriveSpec&) = nullptr;
+  switch (spec.point.workload) {
+    case Workload::kStreamTx: workload = run_stream_tx; break;
+    case Workload::kStreamRx: workload = run_stream_rx; break;
+    case Workload::kRr: workload = run_rr; break;
+  }
+  Sides result = spec.idle_window ? run_idle_window(frontend, spec, workload) : workload(frontend, spec);
   if (frontend.broken()) throw std::runtime_error("frontend broken: " + frontend.error());
-  for (uint32_t s = 0; s < spec.sides; ++s) {
+  for (uint32_t s = 0; s < spec.sides && !spec.idle_window; ++s) {
     if (result[s].packets == 0) {
       throw std::runtime_error(fmt::format("{}: no traffic in the {:.2f} s window{}", to_string(spec.point.workload),
                                            result[s].seconds, spec.sides == 2 ? (s == 0 ? " of side A" : " of side B") : ""));

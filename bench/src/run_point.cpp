@@ -82,6 +82,15 @@ void validate(const Config& config, const Point& point, const RunOptions& option
   if (!(options.warmup_seconds >= 0)) throw std::runtime_error("the warm-up cannot be negative");
   if (options.queue_pairs < 1 || options.queue_pairs > 128) throw std::runtime_error("queue pairs must be 1..128");
   if (point.sessions < 1) throw std::runtime_error("sessions must be at least 1");
+  if (point.rate != 0 && point.workload != Workload::kRr) {
+    throw std::runtime_error("an offered rate (open loop) is for rr only");
+  }
+  if (point.rate != 0 && options.frontend != Frontend::kEmbedded) {
+    throw std::runtime_error("an offered rate (open loop) needs the embedded frontend");
+  }
+  if (options.idle_window && options.frontend != Frontend::kEmbedded) {
+    throw std::runtime_error("an idle window needs the embedded frontend");
+  }
   if (config.backend == BackendKind::kSocket && config.socket.empty()) {
     throw std::runtime_error("a running backend needs its socket path");
   }
@@ -127,6 +136,7 @@ std::array<RunResult, 2> run_sides(const Config& config, const SecondSide* secon
   if (second != nullptr && options.frontend != Frontend::kEmbedded) {
     throw std::runtime_error("interleaved runs need the embedded frontend");
   }
+  if (second != nullptr && options.idle_window) throw std::runtime_error("an idle window is not interleaved");
   if (options.frontend == Frontend::kQemu) return {run_qemu_point(config, point, options), RunResult{}};
   const vhost_user::FrontendOptions frontend_options = frontend_options_for(point, options.queue_pairs);
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
@@ -184,6 +194,7 @@ std::array<RunResult, 2> run_sides(const Config& config, const SecondSide* secon
     spec.queue_pairs = options.queue_pairs;
     spec.warmup_seconds = options.warmup_seconds;
     spec.seconds = options.seconds;
+    spec.idle_window = options.idle_window;
     spec.spin_ns = {config.frontend_spin_ns, second != nullptr ? second->config.frontend_spin_ns : 0};
     spec.on_window_start = [&](uint32_t) {
       if (cpu_pid > 0) backend_start = snapshot_threads(cpu_pid);
@@ -216,8 +227,7 @@ std::array<RunResult, 2> run_sides(const Config& config, const SecondSide* secon
         drive[0] = drive_frontend(*frontend, spec);
       }
     } catch (const std::exception& e) {
-      throw failure(fmt::format("{} size {} sessions {}: {}", to_string(point.workload), point.size, point.sessions,
-                                e.what()));
+      throw failure(fmt::format("{}: {}", describe(point), e.what()));
     }
     if (!frontend->stop()) throw failure("stopping the frontend: " + frontend->error());
 

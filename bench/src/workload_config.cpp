@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "uvhost/bench/stats.h"
 #include "uvhost/bench/workload.h"
 #include "uvhost/serve/port_spec.h"
 #include "uvhost/serve/serve_config.h"
@@ -169,6 +170,12 @@ std::string describe(const Config& config) {
   if (config.frontend_spin_ns != 0) items.push_back(fmt::format("spin_ns={}", config.frontend_spin_ns));
   if (items.empty()) return "backend=uvhost";
   return fmt::format("{}", fmt::join(items, ","));
+}
+
+std::string describe(const Point& point) {
+  std::string text = fmt::format("{} {}B x{}", to_string(point.workload), point.size, point.sessions);
+  if (point.rate != 0) text += fmt::format(" @{}/s {}", si(static_cast<double>(point.rate)), to_string(point.arrivals));
+  return text;
 }
 
 }  // namespace uvhost::bench

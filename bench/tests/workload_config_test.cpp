@@ -1,6 +1,7 @@
 // workload_config_test.cpp - parse_config / describe / workload names (workload.h).
 #include <gtest/gtest.h>
 
+#include "uvhost/bench/bench_report.h"
 #include "uvhost/bench/workload.h"
 
 namespace uvhost::bench {
@@ -29,6 +30,24 @@ TEST(WorkloadNames, RoundTrip) {
   EXPECT_FALSE(base::parse_enum<Workload>("stream"));
   EXPECT_FALSE(base::parse_enum<Workload>(""));
   EXPECT_FALSE(base::parse_enum<Workload>("RR"));
+}
+
+TEST(Points, DescribeNamesTheOfferedRate) {
+  EXPECT_EQ(describe(Point{Workload::kRr, 64, 1}), "rr 64B x1");
+  EXPECT_EQ(describe(Point{Workload::kRr, 64, 16, 10'000, Arrivals::kPoisson}), "rr 64B x16 @10 k/s poisson");
+  EXPECT_EQ(describe(Point{Workload::kRr, 1500, 2, 500, Arrivals::kFixed}), "rr 1500B x2 @500/s fixed");
+  EXPECT_EQ(base::parse_enum<Arrivals>("fixed"), Arrivals::kFixed);
+  EXPECT_FALSE(base::parse_enum<Arrivals>("uniform"));
+}
+
+TEST(Points, RatesExpandRrOnly) {
+  const auto points = expand_points({Workload::kRr, Workload::kStreamTx}, {64}, {1, 4}, {1000, 0}, Arrivals::kFixed);
+  ASSERT_EQ(points.size(), 6u);  // rr: 2 sessions x 2 rates; stream-tx: 2 sessions, closed
+  EXPECT_EQ(describe(points[0]), "rr 64B x1 @1 k/s fixed");
+  EXPECT_EQ(describe(points[1]), "rr 64B x1");
+  EXPECT_EQ(describe(points[3]), "rr 64B x4");
+  EXPECT_EQ(describe(points[4]), "stream-tx 64B x1");
+  EXPECT_EQ(points[5].rate, 0u);
 }
 
 TEST(ParseConfig, EmptyIsUvhostDefaults) {

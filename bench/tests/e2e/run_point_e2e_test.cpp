@@ -115,6 +115,61 @@ TEST(RunPointE2eMore, FailuresCarryTheBackendLog) {
   }
 }
 
+// Open-loop rr: the frontend sends on the schedule, so what comes back is what was
+// offered while the backend keeps up, and less (with growing latency) when it cannot.
+TEST(RunPointE2eOpenLoop, AnswersWhatWasOfferedWhileTheBackendKeepsUp) {
+  RunOptions options = quick_options();
+  options.seconds = 0.5;
+  for (const Arrivals arrivals : {Arrivals::kFixed, Arrivals::kPoisson}) {
+    const Point point{Workload::kRr, 64, 8, 4000, arrivals};
+    SCOPED_TRACE(describe(point));
+    const RunResult r = run_point(Config{}, point, options);
+    check_invariants(point, r);
+    // 4000/s over the window: within 15% (Poisson's own spread is about 2% here).
+    EXPECT_NEAR(r.tps(), 4000.0, 600.0) << r.transactions << " in " << r.seconds << " s";
+  }
+}
+
+TEST(RunPointE2eOpenLoop, AnOfferBeyondTheBackendQueuesAndChargesTheWait) {
+  // One session and far more arrivals than one request at a time can carry: every
+  // arrival waits for the session, and its latency counts from its scheduled time.
+  const Point point{Workload::kRr, 64, 1, 50'000'000, Arrivals::kFixed};
+  const RunResult r = run_point(Config{}, point, quick_options());
+  check_invariants(point, r);
+  EXPECT_LT(r.tps(), 25'000'000.0);
+  // By the window's end the backlog is most of the run long: the median waited far
+  // longer than any round trip (tens of microseconds at most).
+  EXPECT_GT(r.p50_us, 10'000.0);
+}
+
+TEST(RunPointE2eOpenLoop, RatesAreForRrOnly) {
+  EXPECT_THROW((void)run_point(Config{}, Point{Workload::kStreamTx, 64, 1, 1000}, quick_options()),
+               std::runtime_error);
+}
+
+// The idle window: warm up with traffic, then measure the backend with its guest silent.
+TEST(RunPointE2eIdle, NotifySleepsAlwaysSpins) {
+  RunOptions options = quick_options();
+  options.idle_window = true;
+  std::string error;
+  double worker_cores[2] = {0, 0};
+  int i = 0;
+  for (const char* mode : {"poll=notify", "poll=always"}) {
+    const std::optional<Config> config = parse_config(mode, error);
+    ASSERT_TRUE(config) << error;
+    const RunResult r = run_point(*config, Point{Workload::kRr, 64, 1}, options);
+    EXPECT_EQ(r.packets, 0u) << mode;
+    EXPECT_EQ(r.transactions, 0u) << mode;
+    EXPECT_GT(r.seconds, 0.25) << mode;
+    for (const ThreadCpu& t : r.threads) {
+      if (is_backend_worker(t)) worker_cores[i] += t.cpu_seconds / r.seconds;
+    }
+    ++i;
+  }
+  EXPECT_LT(worker_cores[0], 0.05) << "notify's worker should sleep while the guest is silent";
+  EXPECT_GT(worker_cores[1], 0.3) << "always's worker should spin while the guest is silent";
+}
+
 // Interleaved runs (one backend, A and B switched live in slices): both sides measured
 // for their full time, every invariant of a plain run holds for each.
 TEST(RunPointE2eInterleaved, FrontendSpinSlowsOnlyItsOwnSide) {

@@ -137,7 +137,4 @@ CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const P
 CompareResult run_compare_interleaved(const CompareSpec& spec, const PairRunner& runner,
                                       const ProgressFn& progress = {});
 
-// "rr 64B x1": a point, for progress lines and plot labels.
-std::string describe_point(const Point& point);
-
 }  // namespace uvhost::bench

@@ -4,7 +4,9 @@
 //
 // Contract
 // --------
-//  - expand_points(workloads, sizes, sessions): the cross product, workloads outermost.
+//  - expand_points(workloads, sizes, sessions, rates, arrivals): the cross product,
+//    workloads outermost, rates innermost; rates apply to rr only (other workloads get
+//    one point each, closed loop).
 //  - run_sweep(config, points, options, runs, observer): `runs` rounds; round r runs
 //    every point once, in order (interleaving spreads slow drifts of a shared machine
 //    over every point instead of biasing one). The observer hears each run before it
@@ -64,7 +66,8 @@ struct RunEvent {
 using RunObserver = std::function<void(const RunEvent&)>;
 
 std::vector<Point> expand_points(const std::vector<Workload>& workloads, const std::vector<uint32_t>& sizes,
-                                 const std::vector<uint32_t>& sessions);
+                                 const std::vector<uint32_t>& sessions, const std::vector<uint64_t>& rates = {0},
+                                 Arrivals arrivals = Arrivals::kPoisson);
 std::vector<PointRuns> run_sweep(const Config& config, const std::vector<Point>& points, const RunOptions& options,
                                  int runs, const RunObserver& observer = {});
 

@@ -21,10 +21,20 @@
 //        session's next request sent when its answer (MACs swapped, same session and
 //        sequence) comes back; each round trip goes into the histogram. An answer that
 //        matches no outstanding request fails the run.
+//      rr with point.rate > 0 (open loop, workload.h): arrivals on the schedule (Poisson
+//        from a fixed seed, or evenly spaced) from the run's start; each due arrival
+//        takes a session with nothing outstanding (pairs in turn) and is sent at once;
+//        one that finds none waits, keeping its scheduled time. Latency = answer time
+//        - scheduled time. The frontend spins between arrivals (never sleeps: a sleep
+//        would delay the next one).
 //    Sessions of stream-tx are spread the same way (pairs without one stay idle);
 //    stream-rx receives on every pair (the backend decides where frames go).
 //    spec.spin_ns[side]: CPU work of that many ns per packet sent or received
 //    (injected_work.h; counted in the frontend's CPU: calibration's known slowdown).
+//    spec.idle_window: the warm-up runs the workload (rr or stream-tx), then the frontend
+//      sends nothing through the measured window of spec.seconds (sleeping; answers
+//      still in flight are left unread): the result counts no traffic, and the window
+//      callbacks bracket the backend's idle time. One side only.
 //  - drive_frontend_interleaved(frontend, spec), spec.sides = 2: one connection, two
 //    configurations ("sides" A = 0 and B = 1) measured in turn. After the warm-up the
 //    window of spec.seconds PER SIDE is cut into spec.slices sub-windows per side in
@@ -56,6 +66,7 @@ struct DriveSpec {
   double warmup_seconds = 0.3;
   double seconds = 1.0;
   std::array<uint64_t, 2> spin_ns{};  // per side
+  bool idle_window = false;
   std::function<void(uint32_t side)> on_window_start;
   std::function<void(uint32_t side)> on_window_end;
   // Interleaving (drive_frontend_interleaved): two sides, `slices` sub-windows each.

@@ -13,6 +13,13 @@
 //  - sessions: stream workloads spread their traffic over `sessions` flows, rr keeps
 //    `sessions` transactions outstanding. Flows are spread round-robin over the queue
 //    pairs the run uses (RunOptions::queue_pairs).
+//  - rate (rr only): open loop. Requests arrive on a schedule of `rate` per second
+//    (Poisson: exponential gaps; fixed: equal gaps), whether or not earlier answers came
+//    back, each taken by a session that has none outstanding; `sessions` bounds the
+//    requests in flight, and an arrival that finds every session busy waits for one.
+//    Latency runs from the scheduled arrival, not from the send, so a backend that falls
+//    behind is charged for the queueing it causes (no coordinated omission). 0: closed
+//    loop, as above.
 //
 // A Config is one side of an A/B comparison: which backend, and every knob that
 // differs (port keys of `uvhost serve --port`, daemon flags, the frontend's injected
@@ -42,12 +49,22 @@ inline constexpr auto kWorkloadNames = base::name_table<Workload>({
 });
 constexpr const auto& enum_names(Workload) noexcept { return kWorkloadNames; }
 
+// How an open-loop rr spaces its arrivals.
+enum class Arrivals { kPoisson, kFixed };
+inline constexpr auto kArrivalsNames =
+    base::name_table<Arrivals>({{Arrivals::kPoisson, "poisson"}, {Arrivals::kFixed, "fixed"}});
+constexpr const auto& enum_names(Arrivals) noexcept { return kArrivalsNames; }
+
 // One point of a sweep.
 struct Point {
   Workload workload = Workload::kRr;
   uint32_t size = 64;      // Ethernet frame bytes (no virtio-net header, no FCS)
   uint32_t sessions = 1;
+  uint64_t rate = 0;       // rr: offered transactions/s, open loop; 0: closed loop
+  Arrivals arrivals = Arrivals::kPoisson;
 };
+// "rr 64B x1", "rr 64B x16 @10 k/s poisson": how tables and logs name a point.
+std::string describe(const Point& point);
 
 enum class BackendKind {
   kUvhost,   // a `uvhost serve` started for the run (this binary, /proc/self/exe)
@@ -105,6 +122,10 @@ struct RunOptions {
   // the unmeasured time after each switch between the sides.
   double slice_seconds = 0.05;
   double settle_seconds = 0.005;
+  // The backend's idle cost: the warm-up runs the workload, then the frontend stays
+  // connected and silent through the measured window (RunResult counts no traffic;
+  // its CPU is what the backend spends waiting). Embedded frontend, run_point only.
+  bool idle_window = false;
 };
 
 // CPU time one thread spent in the measured window.

@@ -5,24 +5,31 @@
 // -----------
 // A fixed busy_us (vhost-net's busyloop_timeout) is right for one traffic pattern
 // only: with requests arriving every 20 us, 50 us of polling catches every one
-// (latency like `always`); with one arrival per millisecond the same 50 us are pure waste (CPU like `always`,
-// latency like `notify`). The vhost thread left the choice to the administrator, per
-// VM. Here the queue measures the gap it actually sees - from the moment it found
-// its ring empty to the moment work arrived, whether that happened while polling or
-// after sleeping - and keeps an exponentially weighted moving average (weight 1/8,
-// in nanoseconds, integer arithmetic) of it:
-//   - the next timeout is twice the average (so a typical gap ends inside the poll
-//     even with some jitter), capped at the mode's busy_us;
-//   - if the average is above the cap, polling would mostly time out: timeout 0
-//     (sleep at once). A later run of short gaps (measured after sleeping; they
-//     include the wake-up latency, which is what a poll would have saved) pulls the
-//     average down and polling resumes.
+// (latency like `always`); with one arrival per millisecond the same 50 us are pure
+// waste (CPU like `always`, latency like `notify`). The vhost thread left the choice to
+// the administrator, per VM. Here the queue measures the gap it actually sees - from
+// the moment it found its ring empty to the moment work arrived, whether that happened
+// while polling or after sleeping - and keeps an exponentially weighted moving average
+// (weight 1/8, in nanoseconds, integer arithmetic) of it, and decides only *whether*
+// to poll:
+//   - average at or below the cap (busy_us): poll, for the whole cap. Going to sleep
+//     costs a guest kick and a wake-up (tens of microseconds on a VM); a poll that
+//     gives up earlier than that turns every gap a little longer than usual - jitter,
+//     an interrupt on the guest's CPU - into that full cost. (A timeout of twice the
+//     average gap did exactly that under load: with 2 us gaps, polls of 4 us timed out
+//     on 2% of the gaps, and each such gap paid a full sleep and wake-up.) Polling up
+//     to the cap is the ski-rental rule: spend on waiting what a sleep would cost, then
+//     sleep.
+//   - average above the cap: polling would mostly time out: timeout 0 (sleep at once).
+//     A later run of short gaps (measured after sleeping; they include the wake-up
+//     latency, which is what a poll would have saved) pulls the average down and
+//     polling resumes.
 //   - A poll that timed out counts as a gap of twice the timeout (the real gap is
 //     longer than the timeout, by how much is unknown): the average can only grow
 //     from it, so a queue that went quiet stops polling after a few empty polls
 //     instead of polling forever at the cap. (Counting only the timeout itself is not
 //     enough: an average of samples that are all <= the cap never rises above the cap.)
-// Cost when idle: a few polls of at most busy_us after the traffic stops, then none.
+// Cost when idle: a few polls of busy_us after the traffic stops, then none.
 // Single-threaded: one per queue, used by its worker only.
 #pragma once
 
@@ -33,15 +40,14 @@ namespace uvhost::datapath {
 
 class AdaptivePollTimeout {
  public:
-  // The timeout for the next poll, at most cap_ns; 0: do not poll.
+  // The timeout for the next poll: the cap, or 0 (do not poll).
   uint64_t timeout_ns(uint64_t cap_ns) const noexcept {
     // Samples are clamped to kMaxSampleNs (below): a cap at or above that could never
     // be exceeded by the average, and polling would never stop. Adaptive polls last
     // at most half of it.
     cap_ns = std::min(cap_ns, kMaxSampleNs / 2);
-    if (!primed_) return cap_ns;  // no history yet: behave like `busy`
-    if (average_ns_ > cap_ns) return 0;
-    return std::min(cap_ns, 2 * average_ns_);
+    if (primed_ && average_ns_ > cap_ns) return 0;  // no history yet: behave like `busy`
+    return cap_ns;
   }
 
   // Work arrived `gap_ns` after the ring was found empty.
