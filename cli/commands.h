@@ -39,5 +39,6 @@ void add_lab_workqueue(CLI::App& lab);
 void add_lab_iommu_lock(CLI::App& lab);
 void add_lab_busypoll(CLI::App& lab);
 void add_lab_busyloop_intr(CLI::App& lab);
+void add_lab_load_sweep(CLI::App& lab);
 
 }  // namespace uvhost::cli

@@ -18,6 +18,7 @@ void add_lab_command(CLI::App& app) {
   add_lab_iommu_lock(*lab);
   add_lab_busypoll(*lab);
   add_lab_busyloop_intr(*lab);
+  add_lab_load_sweep(*lab);
 }
 
 void add_lab_output_flags(CLI::App& cmd, LabOutputFlags& flags, const std::string& plot_help) {

@@ -90,4 +90,44 @@ bool write_bar_charts(const std::string& path, const std::string& page_title, co
   return run_gnuplot(s, error);
 }
 
+bool write_line_charts(const std::string& path, const std::string& page_title, const std::vector<LineChart>& charts,
+                       int columns, std::string& error) {
+  if (charts.empty()) {
+    error = "nothing to plot";
+    return false;
+  }
+  if (columns < 1) columns = 1;
+  const int rows = (static_cast<int>(charts.size()) + columns - 1) / columns;
+  std::string s;
+  s += fmt::format("set terminal {}\nset output {}\n", gnuplot_terminal(path), quoted(path));
+  s += "set key top left\nset grid xtics ytics\nset style data linespoints\n";
+  s += fmt::format("set multiplot layout {},{} title {}\n", rows, columns, quoted(page_title));
+  for (size_t c = 0; c < charts.size(); ++c) {
+    const LineChart& chart = charts[c];
+    s += fmt::format("set title {}\nset xlabel {}\nset ylabel {}\n", quoted(chart.title), quoted(chart.x_label),
+                     quoted(chart.y_label));
+    s += chart.log_x ? "set logscale x\n" : "unset logscale x\n";
+    s += chart.log_y ? "set logscale y\nset yrange [*:*]\n" : "unset logscale y\nset yrange [0:*]\n";
+    // One data block per series: x, mean, half-width.
+    for (size_t k = 0; k < chart.series.size(); ++k) {
+      const LineSeries& series = chart.series[k];
+      s += fmt::format("$line{}_{} << EOD\n", c, k);
+      for (size_t i = 0; i < series.x.size() && i < series.mean.size(); ++i) {
+        if ((chart.log_x && series.x[i] <= 0) || (chart.log_y && series.mean[i] <= 0)) continue;
+        const double half = i < series.half.size() ? series.half[i] : 0;
+        s += fmt::format("{:.6g} {:.6g} {:.6g}\n", series.x[i], series.mean[i], half);
+      }
+      s += "EOD\n";
+    }
+    s += "plot ";
+    for (size_t k = 0; k < chart.series.size(); ++k) {
+      if (k > 0) s += ", ";
+      s += fmt::format("$line{0}_{1} using 1:2:3 with yerrorlines title {2}", c, k, quoted(chart.series[k].name));
+    }
+    s += '\n';
+  }
+  s += "unset multiplot\n";
+  return run_gnuplot(s, error);
+}
+
 }  // namespace uvhost::bench

@@ -135,6 +135,8 @@ nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<Base
     nlohmann::json jp = {{"workload", std::string(to_string(point.workload))},
                          {"size", point.size},
                          {"sessions", point.sessions},
+                         {"offered_rate", point.rate},
+                         {"arrivals", std::string(to_string(point.arrivals))},
                          {"runs", nlohmann::json::object()}};
     for (size_t c = 0; c < matrix.configs.size(); ++c) {
       nlohmann::json runs = nlohmann::json::array();
