@@ -112,10 +112,19 @@ void add_lab_busypoll(CLI::App& lab) {
       ->check(CLI::IsMember({"busy", "always", "adaptive"}))
       ->capture_default_str();
   add_bounded(*cmd, "--busy-us", o->busy_us, "busy: the poll timeout; adaptive: its cap", 1u, 1000000u);
-  cmd->callback([o, modes] {
-    std::vector<bench::Config> configs{port_config("notify", {{"poll", "notify"}})};
+  auto workers = std::make_shared<std::string>();
+  cmd->add_option("--workers", *workers,
+                  "the port's queue-to-worker mapping (device: every queue on one worker, the case where a poll "
+                  "must not steal other queues' turns); default: the daemon's")
+      ->check(CLI::IsMember({"device", "pair", "pool"}));
+  cmd->callback([o, modes, workers] {
+    auto with_workers = [&](std::vector<std::pair<std::string, std::string>> keys) {
+      if (!workers->empty()) keys.emplace_back("workers", *workers);
+      return keys;
+    };
+    std::vector<bench::Config> configs{port_config("notify", with_workers({{"poll", "notify"}}))};
     for (const std::string& mode : *modes) {
-      auto keys = std::vector<std::pair<std::string, std::string>>{{"poll", mode}};
+      auto keys = with_workers({{"poll", mode}});
       if (mode != "always") keys.emplace_back("busy_us", std::to_string(o->busy_us));
       configs.push_back(port_config(mode == "busy" ? fmt::format("busy{}", o->busy_us) : mode, std::move(keys)));
     }

@@ -1,4 +1,4 @@
-// lab_cli_e2e_test.cpp - `uvhost lab busypoll`, `busyloop-intr`, `iommu-lock`,
+// lab_cli_e2e_test.cpp - `uvhost lab busypoll`, `busyloop-intr`, `load-sweep`, `iommu-lock`,
 // `workqueue` and `delegation` through the command itself (UVHOST_BINARY), with tiny
 // runs: exit status, the tables' shape, and the JSON they promise (every
 // configuration's runs, the comparisons against the baseline with their verdicts),
@@ -94,6 +94,39 @@ TEST_F(LabCli, BusyloopIntrPutsSeveralQueuesOnOneWorker) {
   EXPECT_EQ(j["points"][0]["runs"]["accurate"].size(), 2u);
   const auto& thu = j["points"][0]["vs_baseline"]["accurate"]["thu"];
   EXPECT_TRUE(thu["verdict"] == "better" || thu["verdict"] == "worse" || thu["verdict"] == "noise") << thu.dump();
+}
+
+TEST_F(LabCli, LoadSweepOffersEachRateToEveryConfigAndMeasuresIdle) {
+  const fs::path json = dir_ / "sweep.json", plot = dir_ / "sweep.svg";
+  const Ran r = run("lab load-sweep --configs always,adaptive,notify --rates 3000,0 --sessions 4 --arrivals fixed" +
+                    std::string(kQuick) + " --json " + json.string() + " --plot " + plot.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* text : {"adaptive / always", "adaptive / notify", "closed x4", "backend us/trans",
+                           "idle: connected"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["load"]["points"].size(), 2u);
+  EXPECT_EQ(j["load"]["points"][0]["offered_rate"], 3000);
+  EXPECT_EQ(j["load"]["points"][0]["arrivals"], "fixed");
+  EXPECT_EQ(j["load"]["points"][1]["offered_rate"], 0);
+  for (const char* label : {"always", "adaptive", "notify"}) {
+    const auto& open = j["load"]["points"][0]["runs"][label];
+    ASSERT_EQ(open.size(), 2u) << label;
+    // Open loop: what came back is what was offered (3000/s over the window, the
+    // backend keeps up easily).
+    for (const auto& run : open) EXPECT_NEAR(run["tps"].get<double>(), 3000.0, 450.0) << label;
+    const auto& idle = j["idle"]["points"][0]["runs"][label];
+    ASSERT_EQ(idle.size(), 2u) << label;
+    for (const auto& run : idle) EXPECT_EQ(run["transactions"], 0) << label;
+  }
+  ASSERT_TRUE(fs::exists(plot));
+  EXPECT_GT(fs::file_size(plot), 1000u);
+}
+
+TEST_F(LabCli, LoadSweepRefusesUnknownConfigs) {
+  const Ran r = run("lab load-sweep --configs always,polling" + std::string(kQuick));
+  EXPECT_NE(r.status, 0);
 }
 
 // The sync-level labs: a verdict per variant against the baseline in the table and in
