@@ -114,6 +114,7 @@ bool DeviceDatapath::start_on_worker(Vring& q, const vhost_user::QueueStart& sta
   q.log_kick_fields();  // the receive ring's disable_guest_kicks() above
   q.started = true;
   q.idle_since.reset();
+  q.dry_since.reset();
   if (q.is_tx && q.chains.empty()) {
     q.chains.resize(options_.burst);
     q.frames.resize(options_.burst);

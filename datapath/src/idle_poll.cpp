@@ -63,6 +63,10 @@ void DeviceDatapath::handle(Vring& q) {
       return;  // the guest's kick brings us back
     }
     if (burst.entries > 0) {
+      if (q.dry_since) {  // an adaptive poll stepped aside and its work came meanwhile
+        q.adaptive.on_gap(nanoseconds(Clock::now() - *q.dry_since));
+        q.dry_since.reset();
+      }
       if (turn_entries >= options_.weight_packets || turn_bytes >= options_.weight_bytes) {
         // Fair share used up with work left: let the worker's other items run first.
         q.counters.weight_yields.add();
@@ -103,8 +107,14 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
     return sleep(q, start);
   }
   const uint64_t cap_ns = uint64_t{settings.busy_us} * 1000;
-  const uint64_t timeout_ns = settings.mode == PollMode::kAdaptive ? q.adaptive.timeout_ns(cap_ns) : cap_ns;
+  const bool adaptive = settings.mode == PollMode::kAdaptive;
+  const uint64_t timeout_ns = adaptive ? q.adaptive.timeout_ns(cap_ns) : cap_ns;
   if (timeout_ns == 0) return sleep(q, start);
+  // Adaptive transmit polls step aside for other queues' work and resume later: one
+  // dry spell, one budget, counted from its start.
+  const bool resumable = adaptive && q.is_tx;
+  if (resumable && !q.dry_since) q.dry_since = start;
+  const Clock::time_point spell_start = resumable ? *q.dry_since : start;
 
   q.counters.polls.add();
   PollExit exit = PollExit::kTimeout;
@@ -128,7 +138,7 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
       exit = PollExit::kOtherQueue;
       break;
     }
-    if (nanoseconds(now - start) >= timeout_ns) break;
+    if (nanoseconds(now - spell_start) >= timeout_ns) break;
     q.worker->maybe_poll_events(now);
     sync::cpu_relax();
   }
@@ -137,23 +147,31 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
   q.counters.exits[static_cast<size_t>(exit)].add();
   switch (exit) {
     case PollExit::kWork:
-      q.adaptive.on_gap(spent);
+      q.adaptive.on_gap(nanoseconds(now - spell_start));
+      q.dry_since.reset();
       return AfterIdle::kContinue;
     case PollExit::kOwnKick:
       // Our handler is queued already (a kick, a ready fd, a control change): return
       // and let that run come - continuing here would leave it queued, and a busy poll
       // that sees it queued would end at once, forever.
-      q.adaptive.on_gap(spent);
+      q.adaptive.on_gap(nanoseconds(now - spell_start));
+      q.dry_since.reset();
       return AfterIdle::kQueued;
     case PollExit::kAnyWork:
       // vhost before "make busyloop_intr more accurate": any pending work counts as an
       // interruption of this queue's poll, so it re-queues itself with kicks still off.
       return AfterIdle::kRequeue;
     case PollExit::kOtherQueue:
-      // vhost after that patch: the work is not ours; give the worker up the notify way.
+      // Adaptive transmit: the work is not ours, so step aside behind it (it runs
+      // first: no turn is taken from it) with kicks still off, and resume this spell's
+      // poll after it - a sleep would make the guest pay a kick for work we expect
+      // within the budget. Once the spell outlasts the budget, the timeout below ends it.
+      if (resumable) return AfterIdle::kRequeue;
+      // busy: vhost after that patch: the work is not ours; give the worker up the
+      // notify way.
       return sleep(q, now);
     case PollExit::kTimeout:
-      if (settings.mode == PollMode::kAdaptive) q.adaptive.on_timeout(timeout_ns);
+      if (adaptive) q.adaptive.on_timeout(timeout_ns);
       return sleep(q, now);
   }
   return sleep(q, now);
@@ -225,6 +243,7 @@ DeviceDatapath::AfterIdle DeviceDatapath::sleep(Vring& q, Clock::time_point now)
   } else if (has_work(q)) {
     return AfterIdle::kRequeue;
   }
+  q.dry_since.reset();
   q.idle_since = now;
   return AfterIdle::kSleep;
 }

@@ -83,6 +83,10 @@ struct Vring {
 
   AdaptivePollTimeout adaptive;
   std::optional<Clock::time_point> idle_since;  // when the ring was last found dry
+  // Adaptive transmit: when the current dry spell began. A poll that steps aside for
+  // another queue's work (requeued, kicks still off) resumes the same spell, so its
+  // budget counts from here, not from each restart.
+  std::optional<Clock::time_point> dry_since;
 
   // Transmit: one burst's chains and the frames handed to the backend (sized to the
   // burst on first start, reused).
