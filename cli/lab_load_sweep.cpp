@@ -91,7 +91,7 @@ void run_load_sweep_lab(LoadSweepOptions& o) {
     std::string error;
     if (!bench::write_line_charts(o.output.plot_path,
                                   "uvhost lab load-sweep (rr, open loop; lines: mean, whiskers: 95% CI)",
-                                  bench::lab::load_sweep_charts(sweep), 2, error)) {
+                                  bench::lab::load_sweep_charts(sweep), 3, error)) {
       fmt::print(stderr, "uvhost lab load-sweep: plot: {}\n", error);
       throw CLI::RuntimeError(1);
     }
@@ -131,7 +131,7 @@ void add_lab_load_sweep(CLI::App& lab) {
   cmd.add_option("--backend-cpu", o->run.backend_cpu, "CPU of the backend process")->capture_default_str();
   cmd.add_option("--uvhost", o->run.uvhost_binary, "the uvhost binary to serve with (default: this one)");
   cmd.add_option("--testpmd", o->run.testpmd_binary, "the dpdk-testpmd binary")->capture_default_str();
-  add_lab_output_flags(cmd, o->output, "CPU per transaction and p99 against the offered load");
+  add_lab_output_flags(cmd, o->output, "CPU per transaction, p50 and p99 against the offered load");
   cmd.callback([o] { run_load_sweep_lab(*o); });
 }
 

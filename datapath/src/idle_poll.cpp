@@ -129,6 +129,9 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
       exit = PollExit::kOwnKick;
       break;
     }
+    // Before the other queues' work: a resumed spell that has used its budget must
+    // end here, or queues stepping aside for each other would poll forever.
+    if (nanoseconds(now - spell_start) >= timeout_ns) break;
     if (settings.exit == ExitPolicy::kAnyWork) {
       if (q.worker->work_queue().has_pending()) {
         exit = PollExit::kAnyWork;
@@ -138,7 +141,6 @@ DeviceDatapath::AfterIdle DeviceDatapath::idle(Vring& q) {
       exit = PollExit::kOtherQueue;
       break;
     }
-    if (nanoseconds(now - spell_start) >= timeout_ns) break;
     q.worker->maybe_poll_events(now);
     sync::cpu_relax();
   }

@@ -113,14 +113,20 @@ std::vector<TitledTable> load_sweep_tables(const LoadSweep& sweep) {
 std::vector<LineChart> load_sweep_charts(const LoadSweep& sweep) {
   const ConfigMatrix& m = sweep.load;
   LineChart cpu{"backend CPU per transaction", "offered transactions/s", "us", true, true, {}};
+  LineChart median{"p50 round trip", "offered transactions/s", "us", true, true, {}};
   LineChart tail{"p99 round trip", "offered transactions/s", "us", true, true, {}};
   for (size_t c = 0; c < m.configs.size(); ++c) {
-    LineSeries cpu_line{m.configs[c].label, {}, {}, {}}, tail_line{m.configs[c].label, {}, {}, {}};
+    LineSeries cpu_line{m.configs[c].label, {}, {}, {}}, median_line{m.configs[c].label, {}, {}, {}},
+        tail_line{m.configs[c].label, {}, {}, {}};
     for (size_t p = 0; p < m.points.size(); ++p) {
       if (m.points[p].rate == 0) continue;
       const double x = static_cast<double>(m.points[p].rate);
       const Summary us = summarize(values_of(m.runs[p][c], backend_us_per_transaction));
+      const Summary p50s = summarize(values_of(m.runs[p][c], p50));
       const Summary p99s = summarize(values_of(m.runs[p][c], p99));
+      median_line.x.push_back(x);
+      median_line.mean.push_back(p50s.mean);
+      median_line.half.push_back(p50s.ci95_half);
       cpu_line.x.push_back(x);
       cpu_line.mean.push_back(us.mean);
       cpu_line.half.push_back(us.ci95_half);
@@ -129,9 +135,10 @@ std::vector<LineChart> load_sweep_charts(const LoadSweep& sweep) {
       tail_line.half.push_back(p99s.ci95_half);
     }
     cpu.series.push_back(std::move(cpu_line));
+    median.series.push_back(std::move(median_line));
     tail.series.push_back(std::move(tail_line));
   }
-  return {cpu, tail};
+  return {cpu, median, tail};
 }
 
 nlohmann::json load_sweep_json(const LoadSweep& sweep, const RunOptions& options) {

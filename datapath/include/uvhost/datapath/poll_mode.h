@@ -11,9 +11,12 @@
 //             itself) as soon as another item of the worker is pending, so other
 //             queues on the same worker still get their turns. A receive ring has
 //             nothing to poll (its frames come as events) and waits for them.
-//   adaptive  `busy` with a timeout that follows the gaps observed between arrivals
-//             on this queue (AdaptivePollTimeout): short gaps -> poll a little longer
-//             than the typical gap; gaps longer than busy_us -> do not poll at all.
+//   adaptive  `busy` that decides from the gaps observed between arrivals on this
+//             queue whether to poll (AdaptivePollTimeout): gaps shorter than busy_us
+//             on average -> poll up to busy_us; longer -> sleep at once. A transmit
+//             poll that meets another queue's work (exit `accurate`) steps aside
+//             behind it with kicks still disabled, as `always` does, and resumes
+//             the same dry spell after it; the spell's budget is busy_us in all.
 //
 // When a busy poll ends before its timeout (ExitPolicy; the Linux patch "vhost: make
 // busyloop_intr more accurate" changed it from `any` to `accurate`):
@@ -23,7 +26,8 @@
 //   accurate  only pending work of this queue, or of another virtqueue on the same
 //             worker, ends the poll; this queue re-queues itself only when the work
 //             is its own, and otherwise goes to sleep the `notify` way (vhost's
-//             vhost_has_work_pending(), from that patch). Control items do not interrupt.
+//             vhost_has_work_pending(), from that patch; `adaptive` transmit steps
+//             aside instead, see above). Control items do not interrupt.
 #pragma once
 
 #include <cstddef>

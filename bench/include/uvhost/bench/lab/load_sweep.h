@@ -22,8 +22,8 @@
 //    p50, p99 and CPU per transaction against each other configuration, as ratios with
 //    paired-t 95% CIs (ab_stats.h, rounds paired), and its saturation throughput; (3)
 //    the idle backend's cores per configuration.
-//  - load_sweep_charts(): CPU per transaction and p99 against offered load, one line
-//    per configuration (log axes), the closed-loop point left out.
+//  - load_sweep_charts(): CPU per transaction, p50 and p99 against offered load, one
+//    line per configuration (log axes), the closed-loop point left out.
 #pragma once
 
 #include <functional>
