@@ -25,6 +25,23 @@ std::string quoted(std::string_view text) {
   return out + "\"";
 }
 
+// The start of a multi-panel page: terminal, output file, `style` (the chart kind's
+// settings), then the multiplot layout for `panels` charts, `columns` per row. Empty
+// with `error` set when there is nothing to plot.
+std::string page_start(const std::string& path, const std::string& page_title, size_t panels, int columns,
+                       std::string_view style, std::string& error) {
+  if (panels == 0) {
+    error = "nothing to plot";
+    return {};
+  }
+  if (columns < 1) columns = 1;
+  const int rows = (static_cast<int>(panels) + columns - 1) / columns;
+  std::string s = fmt::format("set terminal {}\nset output {}\n", gnuplot_terminal(path), quoted(path));
+  s += style;
+  s += fmt::format("set multiplot layout {},{} title {}\n", rows, columns, quoted(page_title));
+  return s;
+}
+
 }  // namespace
 
 std::string gnuplot_terminal(const std::string& path) {
@@ -52,18 +69,12 @@ bool run_gnuplot(const std::string& script, std::string& error) {
 
 bool write_bar_charts(const std::string& path, const std::string& page_title, const std::vector<BarChart>& charts,
                       int columns, std::string& error) {
-  if (charts.empty()) {
-    error = "nothing to plot";
-    return false;
-  }
-  if (columns < 1) columns = 1;
-  const int rows = (static_cast<int>(charts.size()) + columns - 1) / columns;
-  std::string s;
-  s += fmt::format("set terminal {}\nset output {}\n", gnuplot_terminal(path), quoted(path));
-  s += "set style data histogram\nset style histogram errorbars gap 1 lw 1\n";
-  s += "set style fill solid 0.6 border -1\nset key top left\nset grid ytics\nset yrange [0:*]\n";
-  s += "set xtics rotate by -30\n";
-  s += fmt::format("set multiplot layout {},{} title {}\n", rows, columns, quoted(page_title));
+  std::string s = page_start(path, page_title, charts.size(), columns,
+                             "set style data histogram\nset style histogram errorbars gap 1 lw 1\n"
+                             "set style fill solid 0.6 border -1\nset key top left\nset grid ytics\n"
+                             "set yrange [0:*]\nset xtics rotate by -30\n",
+                             error);
+  if (s.empty()) return false;
   for (size_t c = 0; c < charts.size(); ++c) {
     const BarChart& chart = charts[c];
     // One data block per chart: a row per group, then mean and half-width per series.
@@ -92,16 +103,9 @@ bool write_bar_charts(const std::string& path, const std::string& page_title, co
 
 bool write_line_charts(const std::string& path, const std::string& page_title, const std::vector<LineChart>& charts,
                        int columns, std::string& error) {
-  if (charts.empty()) {
-    error = "nothing to plot";
-    return false;
-  }
-  if (columns < 1) columns = 1;
-  const int rows = (static_cast<int>(charts.size()) + columns - 1) / columns;
-  std::string s;
-  s += fmt::format("set terminal {}\nset output {}\n", gnuplot_terminal(path), quoted(path));
-  s += "set key top left\nset grid xtics ytics\nset style data linespoints\n";
-  s += fmt::format("set multiplot layout {},{} title {}\n", rows, columns, quoted(page_title));
+  std::string s = page_start(path, page_title, charts.size(), columns,
+                             "set key top left\nset grid xtics ytics\nset style data linespoints\n", error);
+  if (s.empty()) return false;
   for (size_t c = 0; c < charts.size(); ++c) {
     const LineChart& chart = charts[c];
     s += fmt::format("set title {}\nset xlabel {}\nset ylabel {}\n", quoted(chart.title), quoted(chart.x_label),
