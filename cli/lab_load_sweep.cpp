@@ -52,9 +52,9 @@ void run_load_sweep_lab(LoadSweepOptions& o) {
   spec.rounds = o.runs;
   spec.idle = !o.no_idle;
   fmt::print("uvhost lab load-sweep: rr {} B, open loop ({} arrivals, at most {} in flight) at {} rates, "
-             "{} configurations, {} rounds, {:.2f} s per run after {:.2f} s warm-up, {}\n",
+             "{} configurations, {} rounds, {:.2f} s per run after {:.2f} s warm-up, {} queue pair(s), {}\n",
              o.size, o.arrivals, o.sessions, o.rates.size(), spec.configs.size(), o.runs, o.run.seconds,
-             o.run.warmup_seconds,
+             o.run.warmup_seconds, o.run.queue_pairs,
              o.run.pin ? fmt::format("frontend on CPU {}, backend on CPU {}", o.run.frontend_cpu, o.run.backend_cpu)
                        : std::string("not pinned"));
   for (const bench::Config& config : spec.configs) fmt::print("  {}: {}\n", config.label, bench::describe(config));
@@ -121,6 +121,7 @@ void add_lab_load_sweep(CLI::App& lab) {
       ->capture_default_str();
   add_bounded(cmd, "--size", o->size, "frame bytes", 60u, 65535u);
   add_bounded(cmd, "--sessions", o->sessions, "requests in flight at most (closed loop: always)", 1u, 4096u);
+  add_bounded(cmd, "--queues", o->run.queue_pairs, "queue pairs (requests spread over them)", 1u, 128u);
   add_bounded(cmd, "--runs", o->runs, "rounds; each runs every configuration once per rate", 2, 1000);
   add_bounded(cmd, "--seconds", o->run.seconds, "measured seconds per run", 0.05, 600.0);
   add_bounded(cmd, "--warmup", o->run.warmup_seconds, "warm-up seconds per run, not measured", 0.0, 60.0);

@@ -98,7 +98,7 @@ TEST_F(LabCli, BusyloopIntrPutsSeveralQueuesOnOneWorker) {
 
 TEST_F(LabCli, LoadSweepOffersEachRateToEveryConfigAndMeasuresIdle) {
   const fs::path json = dir_ / "sweep.json", plot = dir_ / "sweep.svg";
-  const Ran r = run("lab load-sweep --configs always,adaptive,notify --rates 3000,0 --sessions 4 --arrivals fixed" +
+  const Ran r = run("lab load-sweep --configs always,adaptive,notify --rates 3000,0 --sessions 4 --queues 2 --arrivals fixed" +
                     std::string(kQuick) + " --json " + json.string() + " --plot " + plot.string());
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* text : {"adaptive / always", "adaptive / notify", "closed x4", "backend us/trans",
@@ -107,15 +107,17 @@ TEST_F(LabCli, LoadSweepOffersEachRateToEveryConfigAndMeasuresIdle) {
   }
   const nlohmann::json j = read_json(json);
   ASSERT_EQ(j["load"]["points"].size(), 2u);
+  EXPECT_EQ(j["load"]["options"]["queue_pairs"], 2);
   EXPECT_EQ(j["load"]["points"][0]["offered_rate"], 3000);
   EXPECT_EQ(j["load"]["points"][0]["arrivals"], "fixed");
   EXPECT_EQ(j["load"]["points"][1]["offered_rate"], 0);
   for (const char* label : {"always", "adaptive", "notify"}) {
     const auto& open = j["load"]["points"][0]["runs"][label];
     ASSERT_EQ(open.size(), 2u) << label;
-    // Open loop: what came back is what was offered (3000/s over the window, the
-    // backend keeps up easily).
-    for (const auto& run : open) EXPECT_NEAR(run["tps"].get<double>(), 3000.0, 450.0) << label;
+    // Open loop: what came back is about what was offered (3000/s over the window;
+    // on a loaded machine a backlog from the warm-up may drain inside it, hence the
+    // margin), far from a closed loop's hundreds of thousands.
+    for (const auto& run : open) EXPECT_NEAR(run["tps"].get<double>(), 3000.0, 1500.0) << label;
     const auto& idle = j["idle"]["points"][0]["runs"][label];
     ASSERT_EQ(idle.size(), 2u) << label;
     for (const auto& run : idle) EXPECT_EQ(run["transactions"], 0) << label;

@@ -125,8 +125,10 @@ TEST(RunPointE2eOpenLoop, AnswersWhatWasOfferedWhileTheBackendKeepsUp) {
     SCOPED_TRACE(describe(point));
     const RunResult r = run_point(Config{}, point, options);
     check_invariants(point, r);
-    // 4000/s over the window: within 15% (Poisson's own spread is about 2% here).
-    EXPECT_NEAR(r.tps(), 4000.0, 600.0) << r.transactions << " in " << r.seconds << " s";
+    // 4000/s over the window (Poisson's own spread is about 2% here; on a loaded
+    // machine a backlog from the warm-up may drain inside the window, hence 35%), far
+    // from a closed loop's hundreds of thousands.
+    EXPECT_NEAR(r.tps(), 4000.0, 1400.0) << r.transactions << " in " << r.seconds << " s";
   }
 }
 
