@@ -401,10 +401,10 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
       // and the next request, one spin for the answer and one for the request. Spun
       // after sending instead, it would overlap the backend's turn and cost nothing.
       spin(window.spin_ns(), 2 * ready.size());
-      const uint64_t now_ns = static_cast<uint64_t>(monotonic_ns());
       size_t sent = 0;
       for (; sent < ready.size(); ++sent) {
-        if (!send(ready[sent], p, now_ns)) break;  // ring full: the rest stay due
+        // Each request is stamped as it goes out.
+        if (!send(ready[sent], p, static_cast<uint64_t>(monotonic_ns()))) break;  // ring full: the rest stay due
       }
       ready.erase(ready.begin(), ready.begin() + static_cast<std::ptrdiff_t>(sent));
       if (sent > 0) frontend.flush_tx(p);

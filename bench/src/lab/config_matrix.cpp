@@ -13,14 +13,6 @@ namespace {
 
 double cores_of(const RunResult& run) { return run.seconds > 0 ? run.cpu_seconds / run.seconds : 0; }
 
-// metric(run) of every run.
-template <class Metric>
-std::vector<double> values_of(const std::vector<RunResult>& runs, Metric&& metric) {
-  std::vector<double> values;
-  for (const RunResult& run : runs) values.push_back(metric(run));
-  return values;
-}
-
 double mean_of(const std::vector<double>& values) { return summarize(values).mean; }  // 0 when empty
 
 nlohmann::json comparison_json(const AbComparison& c) {

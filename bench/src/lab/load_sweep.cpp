@@ -17,13 +17,6 @@ double backend_cores(const RunResult& run) {
   return run.seconds > 0 ? side_cpu_seconds(run, "backend") / run.seconds : 0;
 }
 
-template <class Metric>
-std::vector<double> values_of(const std::vector<RunResult>& runs, Metric&& metric) {
-  std::vector<double> values;
-  for (const RunResult& run : runs) values.push_back(metric(run));
-  return values;
-}
-
 double tps(const RunResult& r) { return r.tps(); }
 double p50(const RunResult& r) { return r.p50_us; }
 double p99(const RunResult& r) { return r.p99_us; }

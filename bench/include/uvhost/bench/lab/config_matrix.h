@@ -82,6 +82,15 @@ nlohmann::json matrix_to_json(const ConfigMatrix& matrix, const std::vector<Base
 
 std::vector<BarChart> matrix_charts(const ConfigMatrix& matrix);
 
+// metric(run) of every run, in order: one column of a matrix cell for summaries and
+// comparisons.
+template <class Metric>
+std::vector<double> values_of(const std::vector<RunResult>& runs, Metric&& metric) {
+  std::vector<double> values;
+  for (const RunResult& run : runs) values.push_back(metric(run));
+  return values;
+}
+
 // The labs' progress on stderr: one line per finished run ("[12/48] busy rr 64 x1: ...").
 MatrixObserver matrix_progress();
 
