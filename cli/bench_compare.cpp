@@ -92,13 +92,16 @@ bench::RunOptions run_options(const RunFlags& flags) {
   return options;
 }
 
-// --interleave, decided by the bench library; a refusal of an explicit `slices` is a
-// usage error, a fallback from `auto` is said on stderr.
-bench::Interleave interleave_or_exit(const char* command, const bench::InterleaveChoice& choice,
+// --interleave, decided by the bench library; a refusal of an explicit request is a
+// usage error, a coarser interleaving than asked for is said on stderr.
+bench::Interleave interleave_or_exit(const char* command, const RunFlags& flags, const bench::InterleaveChoice& choice,
                                      std::vector<std::string>& live_keys) {
-  if (choice.refused) usage_error(command, "--interleave slices: " + choice.why_runs);
-  if (!choice.why_runs.empty()) {
-    fmt::print(stderr, "uvhost bench {}: A and B in separate runs ({})\n", command, choice.why_runs);
+  if (choice.refused) usage_error(command, fmt::format("--interleave {}: {}", flags.interleave, choice.why));
+  if (!choice.why.empty()) {
+    fmt::print(stderr, "uvhost bench {}: A and B {} ({})\n", command,
+               choice.interleave == bench::Interleave::kProcesses ? "in two backend processes side by side"
+                                                                   : "in separate runs",
+               choice.why);
   }
   live_keys = choice.live_keys;
   return choice.interleave;
@@ -156,18 +159,17 @@ void run_compare_command(CompareOptions& o) {
   spec.warmup_seconds = o.run.options.warmup_seconds;
 
   spec.min_effect = o.run.min_effect;
-  spec.interleave =
-      interleave_or_exit("compare",
-                         bench::choose_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.a, spec.b),
-                         spec.live_keys);
+  spec.interleave = interleave_or_exit(
+      "compare", o.run,
+      bench::choose_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.a, spec.b), spec.live_keys);
   spec.slice_seconds = o.run.options.slice_seconds;
 
   fmt::print(stderr, "uvhost bench compare: {} point(s); {}\n", spec.points.size(), bench::interleave_line(spec));
   auto failures = std::make_shared<size_t>(0);
   const bench::CompareResult result = measure_or_exit("compare", [&] {
-    return spec.interleave == bench::Interleave::kSlices
-               ? bench::run_compare_interleaved(spec, bench::real_pair_runner(run_options(o.run), failures),
-                                                print_progress)
+    return bench::in_one_call(spec.interleave)
+               ? bench::run_compare_interleaved(
+                     spec, bench::real_pair_runner(run_options(o.run), spec.interleave, failures), print_progress)
                : bench::run_compare(spec, bench::real_runner(run_options(o.run), failures), print_progress);
   });
   bench::print_compare_report(result, std::cout);
@@ -202,7 +204,7 @@ void run_calibrate_command(CalibrateOptions& o) {
   spec.warmup_seconds = o.run.options.warmup_seconds;
   std::vector<std::string> live_keys;
   spec.interleave = interleave_or_exit(
-      "calibrate",
+      "calibrate", o.run,
       bench::choose_calibrate_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.base),
       live_keys);
   spec.min_effect = o.run.min_effect;
@@ -212,8 +214,10 @@ void run_calibrate_command(CalibrateOptions& o) {
              spec.trials, spec.runs, bench::to_string(spec.interleave), spec.seconds, spec.warmup_seconds);
   auto failures = std::make_shared<size_t>(0);
   const bench::CalibrateResult result = measure_or_exit("calibrate", [&] {
-    return bench::run_calibrate(spec, bench::real_runner(run_options(o.run), failures), print_progress,
-                                bench::real_pair_runner(run_options(o.run), failures));
+    return bench::run_calibrate(
+        spec, bench::real_runner(run_options(o.run), failures), print_progress,
+        bench::in_one_call(spec.interleave) ? bench::real_pair_runner(run_options(o.run), spec.interleave, failures)
+                                            : bench::PairRunner{});
   });
   // A measurement, not a test: the exit status is 0 whether or not the targets pass.
   bench::print_calibrate_report(result, std::cout);
@@ -238,11 +242,14 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
   cmd->add_option("--interleave", run.interleave,
                   "runs: A and B each in their own runs (own backend process); slices: each round one run "
                   "with A and B switched live every --slice (only keys a running backend switches: poll, "
-                  "busy_us, exit, memory, enqueue, spin_ns); auto: slices where possible")
+                  "busy_us, exit, memory, enqueue, spin_ns); processes: each round A's and B's backends "
+                  "alive together, the frontend alternating between them every --slice, the idle one paused "
+                  "(SIGSTOP; any difference, e.g. backend=testpmd); auto: slices where possible, else "
+                  "processes, else runs")
       ->check(CLI::IsMember(base::names(bench::kInterleaveRequestNames)))
       ->capture_default_str();
   cmd->add_option("--slice", run.options.slice_seconds,
-                  "--interleave slices: each side's sub-window, seconds (--seconds per side in all)")
+                  "--interleave slices or processes: each side's sub-window, seconds (--seconds per side in all)")
       ->check(CLI::Range(0.001, 10.0))
       ->capture_default_str();
   cmd->add_option("--min-effect", run.min_effect,
@@ -271,7 +278,8 @@ void add_bench_compare(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "compare",
       "A/B: run configs A and B interleaved (in slices of one run where they differ only in live-switchable "
-      "keys), repeatedly, and say better / worse / noise with a 95% CI");
+      "keys, else in slices of two backend processes side by side), repeatedly, and say better / worse / "
+      "noise with a 95% CI");
   cmd->add_option("--a", o->a, "Config A: KEY=VALUE,... (as `uvhost bench --config`), e.g. poll=notify")
       ->required();
   cmd->add_option("--b", o->b, "Config B, e.g. poll=busy,busy_us=50 or backend=testpmd")->required();

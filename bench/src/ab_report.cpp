@@ -89,6 +89,13 @@ std::string interleave_line(const CompareSpec& spec) {
         spec.live_keys.empty() ? std::string("nothing differs") : fmt::format("{}", fmt::join(spec.live_keys, ", ")),
         spec.warmup_seconds);
   }
+  if (spec.interleave == Interleave::kProcesses) {
+    return fmt::format(
+        "{} rounds per point, each with A's and B's backend processes alive together: {} s measured per side "
+        "in ~{:g} ms slices (A B B A ..., first side alternating per round; the frontend switches between "
+        "them, the idle one paused with SIGSTOP) after {} s warmup each",
+        spec.runs, spec.seconds, spec.slice_seconds * 1e3, spec.warmup_seconds);
+  }
   return fmt::format(
       "{} runs per side and point, each its own backend process, {} s measured after {} s warmup, A and B "
       "back to back (order alternating)",

@@ -139,8 +139,8 @@ std::vector<RateCheck> rate_checks(const std::vector<CompareResult>& aa,
 
 CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, const ProgressFn& progress,
                               const PairRunner& pair_runner) {
-  if (spec.interleave == Interleave::kSlices && !pair_runner) {
-    throw std::invalid_argument("calibration in slices needs a pair runner");
+  if (in_one_call(spec.interleave) && !pair_runner) {
+    throw std::invalid_argument("calibration in slices or processes needs a pair runner");
   }
   if (spec.trials < 1) throw std::invalid_argument("calibration needs at least 1 trial");
   if (spec.runs < 2) throw std::invalid_argument("calibration needs at least 2 runs per comparison");
@@ -184,8 +184,8 @@ CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner, c
       if (progress)
         inner = [&](const std::string& line) { progress(fmt::format("trial {} {}  {}", t + 1, kind, line)); };
       const CompareSpec trial = trial_spec(spec, a, is_aa ? a : result.slowed);
-      CompareResult r = spec.interleave == Interleave::kSlices ? run_compare_interleaved(trial, pair_runner, inner)
-                                                               : run_compare(trial, runner, inner);
+      CompareResult r = in_one_call(spec.interleave) ? run_compare_interleaved(trial, pair_runner, inner)
+                                                     : run_compare(trial, runner, inner);
       if (progress) progress(trial_line(kind, t, spec.trials, r));
       (is_aa ? result.aa : result.ab).push_back(std::move(r));
     }

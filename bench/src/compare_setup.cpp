@@ -1,6 +1,8 @@
 // compare_setup.cpp - the shared setup of compare and calibrate (see compare_setup.h).
 #include "uvhost/bench/compare_setup.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "uvhost/bench/bench_report.h"
@@ -16,30 +18,63 @@ Runner real_runner(const RunOptions& options, std::shared_ptr<size_t> failures) 
       kRunRetries, std::move(failures));
 }
 
-PairRunner real_pair_runner(const RunOptions& options, std::shared_ptr<size_t> failures) {
+PairRunner real_pair_runner(const RunOptions& options, Interleave interleave, std::shared_ptr<size_t> failures) {
+  if (interleave == Interleave::kRuns) throw std::invalid_argument("a pair runner measures A and B in one call");
+  const bool side_by_side = interleave == Interleave::kProcesses;
   return retrying_pairs(
-      [options](const Config& a, const Config& b, bool a_first, const Point& point) {
-        return run_point_interleaved(a, b, a_first, point, options);
+      [options, side_by_side](const Config& a, const Config& b, bool a_first, const Point& point) {
+        return side_by_side ? run_point_side_by_side(a, b, a_first, point, options)
+                            : run_point_interleaved(a, b, a_first, point, options);
       },
       kRunRetries, std::move(failures));
 }
 
+namespace {
+
+// Why two backend processes side by side cannot run A and B (empty: they can).
+std::string why_not_side_by_side(Frontend frontend, const Config& a, const Config& b) {
+  if (frontend != Frontend::kEmbedded) return "the qemu frontend runs one configuration per guest boot";
+  if (a.backend == BackendKind::kSocket || b.backend == BackendKind::kSocket) {
+    return "a running backend (socket=) cannot be paused and resumed by the run";
+  }
+  return {};
+}
+
+}  // namespace
+
 InterleaveChoice choose_interleave(InterleaveRequest request, Frontend frontend, const Config& a, const Config& b) {
   InterleaveChoice choice;
   if (request == InterleaveRequest::kRuns) return choice;
-  std::optional<LiveSwitch> sw;
-  if (frontend != Frontend::kEmbedded) {
-    choice.why_runs = "the qemu frontend runs one configuration per guest boot";
-  } else {
-    sw = live_switch(a, b, choice.why_runs);
+  if (request == InterleaveRequest::kAuto || request == InterleaveRequest::kSlices) {
+    std::optional<LiveSwitch> sw;
+    if (frontend != Frontend::kEmbedded) {
+      choice.why = "the qemu frontend runs one configuration per guest boot";
+    } else {
+      sw = live_switch(a, b, choice.why);
+    }
+    if (sw) {
+      choice.interleave = Interleave::kSlices;
+      choice.live_keys = std::move(sw->keys);
+      choice.why.clear();
+      return choice;
+    }
+    if (request == InterleaveRequest::kSlices) {
+      choice.refused = true;
+      return choice;
+    }
   }
-  if (!sw) {
-    choice.refused = request == InterleaveRequest::kSlices;
+  const std::string why_not = why_not_side_by_side(frontend, a, b);
+  if (why_not.empty()) {
+    choice.interleave = Interleave::kProcesses;
+    if (request == InterleaveRequest::kProcesses) choice.why.clear();
     return choice;
   }
-  choice.interleave = Interleave::kSlices;
-  choice.live_keys = std::move(sw->keys);
-  choice.why_runs.clear();
+  if (choice.why.empty() || request == InterleaveRequest::kProcesses) {
+    choice.why = why_not;
+  } else if (choice.why != why_not) {
+    choice.why += "; " + why_not;
+  }
+  choice.refused = request == InterleaveRequest::kProcesses;
   return choice;
 }
 

@@ -390,6 +390,12 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
   };
 
   const std::function<void(const vhost_user::RxPacket&)> handler = on_packet;  // built once, not per poll
+  auto check_answers = [&] {
+    if (unmatched > 0 || wrong_size > 0) {
+      throw std::runtime_error(fmt::format("rr: {} answers matched no outstanding request, {} had the wrong size",
+                                           unmatched, wrong_size));
+    }
+  };
   for (;;) {
     moved_step = 0;
     for (uint32_t p = 0; p < spec.queue_pairs; ++p) {
@@ -411,10 +417,7 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
       moved_step += sent;
     }
     if (schedule) moved_step += send_due_arrivals();
-    if (unmatched > 0 || wrong_size > 0) {
-      throw std::runtime_error(fmt::format("rr: {} answers matched no outstanding request, {} had the wrong size",
-                                           unmatched, wrong_size));
-    }
+    check_answers();
     const auto now = Clock::now();
     if (moved_step > 0 || (schedule && in_flight == 0)) {
       progress.moved(now);  // (open loop: waiting for the next arrival is no stall)
@@ -427,6 +430,27 @@ Sides run_rr(vhost_user::Frontend& frontend, const DriveSpec& spec) {
     }
     // Answers count only while measuring (on_packet), so the sub-windows need no bases.
     if (!window.advance(now, [](uint32_t) {}, [](uint32_t) {})) break;
+  }
+  if (spec.drain) {
+    Progress draining("rr (reading the last answers)");
+    while (in_flight > 0) {
+      moved_step = 0;
+      for (uint32_t p = 0; p < spec.queue_pairs; ++p) {
+        current_pair = p;
+        (void)frontend.poll_rx(handler, SIZE_MAX, p);
+      }
+      check_answers();
+      const auto now = Clock::now();
+      if (moved_step > 0) {
+        draining.moved(now);
+      } else {
+        draining.check(now, frontend);
+        if (draining.idle(now)) {
+          wait_pair = (wait_pair + 1) % spec.queue_pairs;
+          (void)frontend.wait_rx(kWaitSlice, wait_pair);
+        }
+      }
+    }
   }
   for (DriveResult& r : result) {
     r.packets = r.transactions;

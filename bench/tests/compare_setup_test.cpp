@@ -20,6 +20,7 @@ TEST(CompareSetup, ParsesTheInterleaveFlag) {
   EXPECT_EQ(base::parse_enum<InterleaveRequest>("auto"), InterleaveRequest::kAuto);
   EXPECT_EQ(base::parse_enum<InterleaveRequest>("runs"), InterleaveRequest::kRuns);
   EXPECT_EQ(base::parse_enum<InterleaveRequest>("slices"), InterleaveRequest::kSlices);
+  EXPECT_EQ(base::parse_enum<InterleaveRequest>("processes"), InterleaveRequest::kProcesses);
   EXPECT_FALSE(base::parse_enum<InterleaveRequest>("sometimes"));
 }
 
@@ -31,23 +32,63 @@ InterleaveChoice choose_for_poll_busy(InterleaveRequest request, Frontend fronte
 TEST(CompareSetup, RunsWhenAskedForWithoutAReason) {
   const InterleaveChoice choice = choose_for_poll_busy(InterleaveRequest::kRuns, Frontend::kEmbedded);
   EXPECT_EQ(choice.interleave, Interleave::kRuns);
-  EXPECT_TRUE(choice.why_runs.empty() && !choice.refused);
+  EXPECT_TRUE(choice.why.empty() && !choice.refused);
 }
 
 TEST(CompareSetup, LiveSwitchableDifferenceGoesInSlices) {
   const InterleaveChoice choice = choose_for_poll_busy(InterleaveRequest::kAuto, Frontend::kEmbedded);
   EXPECT_EQ(choice.interleave, Interleave::kSlices);
   EXPECT_EQ(choice.live_keys, std::vector<std::string>{"poll"});
-  EXPECT_TRUE(choice.why_runs.empty());
+  EXPECT_TRUE(choice.why.empty());
 }
 
 TEST(CompareSetup, TheQemuFrontendRunsEachSideOnItsOwn) {
   const InterleaveChoice automatic = choose_for_poll_busy(InterleaveRequest::kAuto, Frontend::kQemu);
   EXPECT_EQ(automatic.interleave, Interleave::kRuns);
-  EXPECT_FALSE(automatic.why_runs.empty() || automatic.refused);
+  EXPECT_FALSE(automatic.why.empty() || automatic.refused);
   const InterleaveChoice asked = choose_for_poll_busy(InterleaveRequest::kSlices, Frontend::kQemu);
   EXPECT_EQ(asked.interleave, Interleave::kRuns);
   EXPECT_TRUE(asked.refused);
+}
+
+TEST(CompareSetup, ADifferenceNoLiveSwitchMakesGoesSideBySide) {
+  Config testpmd;
+  testpmd.backend = BackendKind::kTestpmd;
+  for (const Config& b : {testpmd, with_port_key("workers", "device")}) {
+    const InterleaveChoice automatic = choose_interleave(InterleaveRequest::kAuto, Frontend::kEmbedded, Config{}, b);
+    EXPECT_EQ(automatic.interleave, Interleave::kProcesses) << describe(b);
+    EXPECT_FALSE(automatic.why.empty()) << "auto says why not slices";
+    EXPECT_FALSE(automatic.refused);
+    const InterleaveChoice asked = choose_interleave(InterleaveRequest::kProcesses, Frontend::kEmbedded, Config{}, b);
+    EXPECT_EQ(asked.interleave, Interleave::kProcesses);
+    EXPECT_TRUE(asked.why.empty() && !asked.refused);
+  }
+  // Asked for, processes also take what slices could do.
+  EXPECT_EQ(choose_for_poll_busy(InterleaveRequest::kProcesses, Frontend::kEmbedded).interleave,
+            Interleave::kProcesses);
+  EXPECT_TRUE(in_one_call(Interleave::kProcesses) && in_one_call(Interleave::kSlices));
+  EXPECT_FALSE(in_one_call(Interleave::kRuns));
+}
+
+TEST(CompareSetup, SideBySideNeedsBackendsTheRunStarts) {
+  Config running;
+  running.backend = BackendKind::kSocket;
+  running.socket = "/tmp/some.sock";
+  const InterleaveChoice automatic = choose_interleave(InterleaveRequest::kAuto, Frontend::kEmbedded, Config{}, running);
+  EXPECT_EQ(automatic.interleave, Interleave::kRuns);
+  EXPECT_NE(automatic.why.find("socket="), std::string::npos) << automatic.why;
+  const InterleaveChoice asked =
+      choose_interleave(InterleaveRequest::kProcesses, Frontend::kEmbedded, Config{}, running);
+  EXPECT_TRUE(asked.refused);
+  EXPECT_EQ(asked.interleave, Interleave::kRuns);
+  EXPECT_TRUE(choose_interleave(InterleaveRequest::kProcesses, Frontend::kQemu, Config{}, Config{}).refused);
+}
+
+TEST(CompareSetup, CalibrateCanRunItsTrialsInTwoProcesses) {
+  const InterleaveChoice choice =
+      choose_calibrate_interleave(InterleaveRequest::kProcesses, Frontend::kEmbedded, Config{});
+  EXPECT_EQ(choice.interleave, Interleave::kProcesses);
+  EXPECT_FALSE(choice.refused);
 }
 
 TEST(CompareSetup, CalibrateSlicesItsInjectedWork) {

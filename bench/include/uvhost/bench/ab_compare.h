@@ -11,7 +11,8 @@
 //    naming the point, the round and the side.
 //  - run_compare_interleaved() is the same with a PairRunner: a round is one call that
 //    measures A and B together (run_point_interleaved: one backend, the sides switched
-//    live every few tens of ms), a_first alternating per round as above. The rounds'
+//    live every few tens of ms; run_point_side_by_side: two backends, the frontend
+//    switching between them as often), a_first alternating per round as above. The rounds'
 //    results are analyzed exactly like separate runs. spec.interleave says which was
 //    used (reports print it).
 //  - Per point it summarizes (stats.h) and compares (ab_stats.h, B vs A) with BOTH
@@ -62,12 +63,19 @@ using Runner = std::function<RunResult(const Config&, const Point&)>;
 // One round of both sides: {A's result, B's result}.
 using PairRunner = std::function<std::array<RunResult, 2>(const Config& a, const Config& b, bool a_first, const Point&)>;
 
-// How A and B alternate: whole runs (each its own backend process, A B / B A per
-// round), or slices within each round's run (live_switch.h).
-enum class Interleave { kRuns, kSlices };
-inline constexpr auto kInterleaveNames =
-    base::name_table<Interleave>({{Interleave::kRuns, "runs"}, {Interleave::kSlices, "slices"}});
+// How A and B alternate:
+//  - runs: whole runs, each its own backend process, A B / B A per round;
+//  - slices: within each round's run, one backend process switched live (live_switch.h);
+//  - processes: within each round, two backend processes alive together, the frontend
+//    alternating between them in slices and the idle one paused
+//    (run_point_side_by_side): for differences no live switch makes (another backend,
+//    keys fixed at a port's creation, another binary).
+enum class Interleave { kRuns, kSlices, kProcesses };
+inline constexpr auto kInterleaveNames = base::name_table<Interleave>(
+    {{Interleave::kRuns, "runs"}, {Interleave::kSlices, "slices"}, {Interleave::kProcesses, "processes"}});
 constexpr const auto& enum_names(Interleave) noexcept { return kInterleaveNames; }
+// Whether a round measures A and B in one call (a PairRunner) rather than two runs.
+constexpr bool in_one_call(Interleave interleave) noexcept { return interleave != Interleave::kRuns; }
 using ProgressFn = std::function<void(const std::string&)>;
 
 struct CompareSpec {
@@ -81,7 +89,7 @@ struct CompareSpec {
   double warmup_seconds = CompareDefaults::kWarmupSeconds;
   double min_effect = CompareDefaults::kMinEffect;  // see apply_min_effect
   Interleave interleave = Interleave::kRuns;
-  double slice_seconds = 0;           // kSlices: each sub-window's length
+  double slice_seconds = 0;           // kSlices, kProcesses: each sub-window's length
   std::vector<std::string> live_keys; // kSlices: what was switched live
 };
 
@@ -133,7 +141,7 @@ void analyze_point(PointComparison& point, double min_effect);
 
 // Throws std::invalid_argument when runs < 2 or there are no points.
 CompareResult run_compare(const CompareSpec& spec, const Runner& runner, const ProgressFn& progress = {});
-// The same with rounds of both sides at once; spec.interleave should be kSlices.
+// The same with rounds of both sides at once; in_one_call(spec.interleave) should hold.
 CompareResult run_compare_interleaved(const CompareSpec& spec, const PairRunner& runner,
                                       const ProgressFn& progress = {});
 

@@ -16,7 +16,10 @@
 // run_compare() does (same runs, alternating order), so calibration tests what compare
 // does with the same CompareDefaults. With interleave = kSlices (what compare does when
 // A and B differ only in live-switchable keys, as A and A+spin do) each round is one
-// call of the PairRunner (run_compare_interleaved), as compare would run it.
+// call of the PairRunner (run_compare_interleaved), as compare would run it. With
+// kProcesses the same, each round in two backend processes side by side: the A/A
+// trials then compare two processes of the same backend (testpmd and testpmd, uvhost
+// and uvhost), which is the arrangement a comparison against another backend uses.
 //
 // The slowdown's spin comes from a pilot: `pilot_runs` runs of A, median throughput;
 // one packet's time is 1/throughput, and the spin adds `slowdown` of it. For rr each
@@ -69,8 +72,8 @@ struct CalibrateSpec {
   // For the report only (the runner owns them).
   double seconds = CompareDefaults::kSeconds;
   double warmup_seconds = CompareDefaults::kWarmupSeconds;
-  // kSlices: every comparison's rounds go through the PairRunner; slice_seconds is
-  // for the report.
+  // kSlices, kProcesses: every comparison's rounds go through the PairRunner;
+  // slice_seconds is for the report.
   Interleave interleave = Interleave::kRuns;
   double slice_seconds = 0;
   double min_effect = CompareDefaults::kMinEffect;  // as compare's --min-effect
@@ -118,7 +121,7 @@ struct CalibrateResult {
 };
 
 // Throws std::invalid_argument on a bad spec (trials < 1, runs < 2, slowdown <= 0,
-// kSlices without a pair runner), std::runtime_error when the pilot measures no
+// kSlices or kProcesses without a pair runner), std::runtime_error when the pilot measures no
 // throughput or a run fails. The pilot runs use `runner` (one side).
 CalibrateResult run_calibrate(const CalibrateSpec& spec, const Runner& runner,
                               const ProgressFn& progress = {}, const PairRunner& pair_runner = {});

@@ -35,6 +35,12 @@
 //      sends nothing through the measured window of spec.seconds (sleeping; answers
 //      still in flight are left unread): the result counts no traffic, and the window
 //      callbacks bracket the backend's idle time. One side only.
+//    spec.drain (rr): after the window, keep reading answers (unmeasured) until none
+//      is outstanding, so the connection holds nothing in flight when the call
+//      returns: the next call on it (run_point_side_by_side drives each side in
+//      slices, one call per slice) starts clean, and a backend paused in between
+//      owes no answer. Stream workloads need no drain (their counters take a base at
+//      the window's start).
 //  - drive_frontend_interleaved(frontend, spec), spec.sides = 2: one connection, two
 //    configurations ("sides" A = 0 and B = 1) measured in turn. After the warm-up the
 //    window of spec.seconds PER SIDE is cut into spec.slices sub-windows per side in
@@ -67,6 +73,7 @@ struct DriveSpec {
   double seconds = 1.0;
   std::array<uint64_t, 2> spin_ns{};  // per side
   bool idle_window = false;
+  bool drain = false;  // rr: read every outstanding answer before returning
   std::function<void(uint32_t side)> on_window_start;
   std::function<void(uint32_t side)> on_window_end;
   // Interleaving (drive_frontend_interleaved): two sides, `slices` sub-windows each.

@@ -171,4 +171,18 @@ RunResult run_point(const Config& config, const Point& point, const RunOptions& 
 std::array<RunResult, 2> run_point_interleaved(const Config& a, const Config& b, bool a_first, const Point& point,
                                                const RunOptions& options);
 
+// Runs one point with A and B in two backend processes, both started for the round
+// (kSocket is refused: a run pauses its backends) and alive together, each with its own
+// frontend connection from this thread. The frontend alternates between them in
+// sub-windows of ~slice_seconds, A B B A ... (B A A B ... when !a_first), and the side it
+// is not driving is paused (SIGSTOP): a polling backend takes no CPU from the other, and
+// a change of the machine's speed that lasts longer than a slice hits both sides alike,
+// as in run_point_interleaved, whatever A and B differ in. Each side warms up once for
+// warmup_seconds (the first side last); every switch resumes a side with settle_seconds
+// unmeasured; rr reads every outstanding answer before a side is paused. Returns {A's
+// result, B's result}, each summed over its sub-windows, its backend's CPU from its own
+// process. Throws std::runtime_error as run_point does.
+std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b, bool a_first, const Point& point,
+                                                const RunOptions& options);
+
 }  // namespace uvhost::bench
