@@ -239,9 +239,35 @@ TEST_F(LabCli, BenchCompareInterleavesInSlicesWhereItCan) {
   EXPECT_NE(r.out.find("each its own backend process"), std::string::npos) << r.out;
   EXPECT_EQ(read_json(runs_json)["interleave"], "runs");
 
-  // workers= is fixed when the port is created: slices are refused, auto falls back.
+  // workers= is fixed when the port is created: slices are refused, auto goes side by side.
   r = run("bench compare --a workers=pair --b workers=device --interleave slices" + std::string(kQuick));
   EXPECT_EQ(r.status, 2) << r.out;
+  const fs::path processes_json = dir_ / "processes.json";
+  r = run("bench compare --a workers=pair --b workers=device --workloads rr --sessions 2 --queues 2" +
+          std::string(kQuick) + " --json " + processes_json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("backend processes alive together"), std::string::npos) << r.out;
+  j = read_json(processes_json);
+  EXPECT_EQ(j["interleave"], "processes");
+  for (const auto& round : j["points"][0]["runs"]) {
+    EXPECT_GT(round["a"]["transactions"].get<uint64_t>(), 0u);
+    EXPECT_GT(round["b"]["transactions"].get<uint64_t>(), 0u);
+  }
+  // A running backend cannot be paused by the run.
+  r = run("bench compare --a socket=/nonexistent.sock --b poll=always --interleave processes" + std::string(kQuick));
+  EXPECT_EQ(r.status, 2) << r.out;
+}
+
+TEST_F(LabCli, BenchCalibrateRunsItsTrialsInTwoProcesses) {
+  const fs::path json = dir_ / "cal-processes.json";
+  const Ran r = run("bench calibrate --interleave processes --trials 1 --runs 2 --seconds 0.1 --warmup 0.05 --no-pin "
+                    "--json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("A/A noise"), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["interleave"], "processes");
+  EXPECT_EQ(j["aa_trials"].size(), 1u);
+  EXPECT_EQ(j["ab_trials"].size(), 1u);
 }
 
 TEST_F(LabCli, BenchCalibrateRunsItsTrialsInSlices) {

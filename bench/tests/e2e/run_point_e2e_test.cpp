@@ -174,7 +174,10 @@ TEST(RunPointE2eIdle, NotifySleepsAlwaysSpins) {
 
 // Interleaved runs (one backend, A and B switched live in slices): both sides measured
 // for their full time, every invariant of a plain run holds for each.
-TEST(RunPointE2eInterleaved, FrontendSpinSlowsOnlyItsOwnSide) {
+// A spends nothing extra, B 20 us of frontend work per packet: B moves far fewer
+// packets, in either order; both sides measured for their own time.
+template <typename PairRun>
+void expect_spin_slows_only_its_side(PairRun pair_run) {
   std::string error;
   const std::optional<Config> a = parse_config("poll=always", error);
   const std::optional<Config> b = parse_config("poll=always,spin_ns=20000", error);
@@ -182,14 +185,17 @@ TEST(RunPointE2eInterleaved, FrontendSpinSlowsOnlyItsOwnSide) {
   const Point point{Workload::kStreamTx, 64, 1};
   for (const bool a_first : {true, false}) {
     SCOPED_TRACE(a_first ? "A first" : "B first");
-    const auto [ra, rb] = run_point_interleaved(*a, *b, a_first, point, quick_options());
+    const auto [ra, rb] = pair_run(*a, *b, a_first, point, quick_options());
     check_invariants(point, ra);
     check_invariants(point, rb);
     EXPECT_LT(ra.seconds, 0.5);
     EXPECT_LT(rb.seconds, 0.5);
-    // 20 us of frontend work per packet on B only: B moves far fewer packets.
     EXPECT_LT(rb.packets * 2, ra.packets) << "A " << ra.packets << " B " << rb.packets;
   }
+}
+
+TEST(RunPointE2eInterleaved, FrontendSpinSlowsOnlyItsOwnSide) {
+  expect_spin_slows_only_its_side(run_point_interleaved);
 }
 
 TEST(RunPointE2eInterleaved, BackendKeysSwitchThroughTheControlSocket) {
@@ -213,6 +219,66 @@ TEST(RunPointE2eInterleaved, RestartKeysAreRefused) {
     FAIL() << "configs that need a restart shared a run";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot share a run"), std::string::npos) << e.what();
+  }
+}
+
+// Side-by-side runs (two backend processes, the frontend alternating between them,
+// the idle one paused): each side measured for its full time from its own process.
+TEST(RunPointE2eSideBySide, FrontendSpinSlowsOnlyItsOwnSide) {
+  expect_spin_slows_only_its_side(run_point_side_by_side);
+}
+
+// Each side's backend CPU comes from its own process: A's two pair workers, B's one
+// device worker.
+TEST(RunPointE2eSideBySide, EachSideCountsItsOwnBackend) {
+  std::string error;
+  const std::optional<Config> a = parse_config("workers=pair", error);
+  const std::optional<Config> b = parse_config("workers=device", error);
+  ASSERT_TRUE(a && b) << error;
+  RunOptions options = quick_options();
+  options.queue_pairs = 2;
+  const Point point{Workload::kRr, 64, 4};  // two requests in flight per pair, read before each pause
+  const auto [ra, rb] = run_point_side_by_side(*a, *b, true, point, options);
+  check_invariants(point, ra);
+  check_invariants(point, rb);
+  auto workers = [](const RunResult& r) {
+    size_t n = 0;
+    for (const ThreadCpu& t : r.threads) {
+      if (is_backend_worker(t) && t.cpu_seconds > 0) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(workers(ra), 2u);
+  EXPECT_EQ(workers(rb), 1u);
+}
+
+// The side not being driven is paused: with both backends polling on one CPU, each
+// still gets that CPU to itself while it is measured (unpaused, they would share it).
+TEST(RunPointE2eSideBySide, TheIdleSideIsPaused) {
+  std::string error;
+  const std::optional<Config> a = parse_config("poll=always", error);
+  const std::optional<Config> b = parse_config("poll=always,workers=device", error);
+  ASSERT_TRUE(a && b) << error;
+  RunOptions options = quick_options();
+  options.pin = true;  // frontend on CPU 0, both backends on CPU 1
+  const Point point{Workload::kStreamTx, 1500, 1};
+  const auto sides = run_point_side_by_side(*a, *b, false, point, options);
+  for (const RunResult& r : sides) {
+    double worker = 0;
+    for (const ThreadCpu& t : r.threads) worker += is_backend_worker(t) ? t.cpu_seconds : 0;
+    EXPECT_GT(worker / r.seconds, 0.75) << "the measured backend's poller had CPU 1 to itself only part of the time";
+  }
+}
+
+TEST(RunPointE2eSideBySide, ARunningBackendCannotTakePart) {
+  Config running;
+  running.backend = BackendKind::kSocket;
+  running.socket = ::testing::TempDir() + "uvhost-bench-nobody.sock";
+  try {
+    (void)run_point_side_by_side(Config{}, running, true, Point{Workload::kRr, 64, 1}, quick_options());
+    FAIL() << "a running backend took part in a side-by-side run";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("socket="), std::string::npos) << e.what();
   }
 }
 
