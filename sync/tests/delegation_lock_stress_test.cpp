@@ -256,8 +256,10 @@ TEST(DelegationLockStress, HandOffsUnderLoadAndNoStarvation) {
     while (ready.load() < kThreads) std::this_thread::yield();
     go.store(true);
   });
+  // Liveness only (the fairness checks below are the test): some 23,000 parks among
+  // 16 threads on 2 cores shared with other tests take from seconds to tens of seconds.
   const auto elapsed = Clock::now() - start;
-  EXPECT_LT(elapsed, 15s);
+  EXPECT_LT(elapsed, 60s);
   EXPECT_EQ(g.counter, static_cast<uint64_t>(kThreads * kQuota));
   EXPECT_EQ(g.violations, 0u);
   const int64_t worst = *std::max_element(worst_wait_ns.begin(), worst_wait_ns.end());
