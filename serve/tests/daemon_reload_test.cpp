@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -230,7 +231,10 @@ TEST(DaemonReloadTest, ControlRequestsDuringReloads) {
       if (list.value("ok", false) && stats.value("ok", false)) answered.fetch_add(1);
     }
   });
-  for (int i = 0; i < 20; ++i) {
+  // At least 20 reloads, and on until the control thread has been answered once while
+  // they go on (20 reloads can end before that thread is first scheduled).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+  for (int i = 0; i < 20 || (answered.load() == 0 && std::chrono::steady_clock::now() < deadline); ++i) {
     std::vector<PortSpec> next = {port("a", dir.file("a.sock"))};
     if (i % 2 == 0) next.push_back(port("b", dir.file("b.sock"), BackendKind::kSink));
     if (i % 3 == 0) {
