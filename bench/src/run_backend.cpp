@@ -48,8 +48,8 @@ RunBackend::RunBackend(const Config& config, const Point& point, const RunOption
       break;
     case BackendKind::kTestpmd:
       socket_ = dir.file((tag + "vu.sock").c_str());
-      dpdk_prefix_ = unique_prefix();
-      process_ = std::make_unique<BackendProcess>(testpmd_argv(point, options, socket_, dpdk_prefix_, cpu), log, cpu);
+      dpdk_.prefix = unique_prefix();
+      process_ = std::make_unique<BackendProcess>(testpmd_argv(point, options, socket_, dpdk_.prefix, cpu), log, cpu);
       process_->wait_ready(socket_, "start packet forwarding", kTestpmdStartTimeout);
       cpu_pid_ = process_->pid();
       break;
@@ -65,10 +65,12 @@ RunBackend::~RunBackend() {
     if (paused_) (void)::kill(process_->pid(), SIGCONT);
     process_->stop(stop_grace());
   }
-  if (!dpdk_prefix_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dpdk_runtime_dir(dpdk_prefix_), ec);
-  }
+}
+
+RunBackend::DpdkRuntimeDir::~DpdkRuntimeDir() {
+  if (prefix.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(dpdk_runtime_dir(prefix), ec);
 }
 
 std::runtime_error RunBackend::failure(const std::string& what) {

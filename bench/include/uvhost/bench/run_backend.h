@@ -60,9 +60,15 @@ class RunBackend {
   void signal(int sig);
   std::chrono::milliseconds stop_grace() const;
 
+  // testpmd's EAL runtime folder, removed however the run ends (a failed start too).
+  struct DpdkRuntimeDir {
+    std::string prefix;
+    ~DpdkRuntimeDir();
+  };
+
   BackendKind kind_;
+  DpdkRuntimeDir dpdk_;  // before process_: removed after the process has stopped
   std::unique_ptr<BackendProcess> process_;
-  std::string dpdk_prefix_;  // testpmd: its EAL runtime folder's name
   std::string socket_;
   std::string control_;
   pid_t cpu_pid_ = 0;
