@@ -32,6 +32,9 @@ struct RunFlags {
   std::string frontend = "embedded";
   std::string interleave = "auto";
   double min_effect = bench::CompareDefaults::kMinEffect;
+  // Given or not: their defaults depend on the interleaving.
+  const CLI::Option* seconds_flag = nullptr;
+  const CLI::Option* min_effect_flag = nullptr;
   bench::RunOptions options = [] {
     bench::RunOptions o;
     o.seconds = bench::CompareDefaults::kSeconds;
@@ -107,6 +110,17 @@ bench::Interleave interleave_or_exit(const char* command, const RunFlags& flags,
   return choice.interleave;
 }
 
+// --seconds and --min-effect where given, else the defaults for how A and B alternate.
+void apply_interleave_defaults(RunFlags& flags, bench::Interleave interleave) {
+  const bool processes = interleave == bench::Interleave::kProcesses;
+  if (flags.seconds_flag == nullptr || flags.seconds_flag->count() == 0) {
+    flags.options.seconds = processes ? bench::CompareDefaults::kProcessesSeconds : bench::CompareDefaults::kSeconds;
+  }
+  if (flags.min_effect_flag == nullptr || flags.min_effect_flag->count() == 0) {
+    flags.min_effect = processes ? bench::CompareDefaults::kProcessesMinEffect : bench::CompareDefaults::kMinEffect;
+  }
+}
+
 bench::InterleaveRequest interleave_request(const RunFlags& flags) {
   return base::parse_enum<bench::InterleaveRequest>(flags.interleave)
       .value_or(bench::InterleaveRequest::kAuto);
@@ -155,13 +169,13 @@ void run_compare_command(CompareOptions& o) {
   for (const std::string& name : o.workloads) workloads.push_back(workload_or_exit("compare", name));
   spec.points = bench::expand_points(workloads, o.sizes, o.sessions);
   spec.runs = o.run.runs;
-  spec.seconds = o.run.options.seconds;
-  spec.warmup_seconds = o.run.options.warmup_seconds;
-
-  spec.min_effect = o.run.min_effect;
   spec.interleave = interleave_or_exit(
       "compare", o.run,
       bench::choose_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.a, spec.b), spec.live_keys);
+  apply_interleave_defaults(o.run, spec.interleave);
+  spec.min_effect = o.run.min_effect;
+  spec.seconds = o.run.options.seconds;
+  spec.warmup_seconds = o.run.options.warmup_seconds;
   spec.slice_seconds = o.run.options.slice_seconds;
 
   fmt::print(stderr, "uvhost bench compare: {} point(s); {}\n", spec.points.size(), bench::interleave_line(spec));
@@ -200,13 +214,14 @@ void run_calibrate_command(CalibrateOptions& o) {
   spec.trials = o.trials;
   spec.slowdown = o.slowdown;
   spec.runs = o.run.runs;
-  spec.seconds = o.run.options.seconds;
-  spec.warmup_seconds = o.run.options.warmup_seconds;
   std::vector<std::string> live_keys;
   spec.interleave = interleave_or_exit(
       "calibrate", o.run,
       bench::choose_calibrate_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.base),
       live_keys);
+  apply_interleave_defaults(o.run, spec.interleave);
+  spec.seconds = o.run.options.seconds;
+  spec.warmup_seconds = o.run.options.warmup_seconds;
   spec.min_effect = o.run.min_effect;
   spec.slice_seconds = o.run.options.slice_seconds;
 
@@ -233,9 +248,12 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
   cmd->add_option("--runs", run.runs, "Rounds per point; each round runs A and B once, order alternating")
       ->check(CLI::Range(2, 1000))
       ->capture_default_str();
-  cmd->add_option("--seconds", run.options.seconds, "Measured window per run")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  run.seconds_flag = cmd->add_option("--seconds", run.options.seconds,
+                                     fmt::format("Measured time per side and round (default {} s; {} s with "
+                                                 "--interleave processes)",
+                                                 bench::CompareDefaults::kSeconds,
+                                                 bench::CompareDefaults::kProcessesSeconds))
+                          ->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", run.options.warmup_seconds, "Warm-up before each window")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -252,11 +270,13 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
                   "--interleave slices or processes: each side's sub-window, seconds (--seconds per side in all)")
       ->check(CLI::Range(0.001, 10.0))
       ->capture_default_str();
-  cmd->add_option("--min-effect", run.min_effect,
-                  "Smallest change a verdict claims, as a fraction (0.01 = 1%): better/worse needs the 95% CI "
-                  "to exclude 0 and |change| >= this; 0: the CI alone")
-      ->check(CLI::Range(0.0, 0.5))
-      ->capture_default_str();
+  run.min_effect_flag =
+      cmd->add_option("--min-effect", run.min_effect,
+                      fmt::format("Smallest change a verdict claims, as a fraction (default {}; {} with --interleave "
+                                  "processes): better/worse needs the 95% CI to exclude 0 and |change| >= this; 0: "
+                                  "the CI alone",
+                                  bench::CompareDefaults::kMinEffect, bench::CompareDefaults::kProcessesMinEffect))
+          ->check(CLI::Range(0.0, 0.5));
   cmd->add_option("--queues", run.options.queue_pairs, "Queue pairs")->check(CLI::Range(1, 128));
   cmd->add_flag("--no-pin", run.no_pin, "Do not pin the frontend and the backend to CPUs");
   cmd->add_option("--uvhost", run.options.uvhost_binary,

@@ -103,10 +103,19 @@ TextTable sweep_table(const std::vector<PointRuns>& sweep) {
 nlohmann::json run_to_json(const RunResult& run) {
   nlohmann::json threads = nlohmann::json::array();
   for (const ThreadCpu& t : run.threads) threads.push_back({{"name", t.name}, {"side", t.side}, {"cpu_seconds", t.cpu_seconds}});
-  return {{"seconds", run.seconds},   {"packets", run.packets}, {"bytes", run.bytes},
-          {"transactions", run.transactions}, {"p50_us", run.p50_us}, {"p99_us", run.p99_us},
-          {"p999_us", run.p999_us},   {"cpu_seconds", run.cpu_seconds}, {"threads", threads},
-          {"pps", run.pps()},         {"gbps", run.gbps()},     {"tps", run.tps()}};
+  nlohmann::json j = {{"seconds", run.seconds},   {"packets", run.packets}, {"bytes", run.bytes},
+                      {"transactions", run.transactions}, {"p50_us", run.p50_us}, {"p99_us", run.p99_us},
+                      {"p999_us", run.p999_us},   {"cpu_seconds", run.cpu_seconds}, {"threads", threads},
+                      {"pps", run.pps()},         {"gbps", run.gbps()},     {"tps", run.tps()}};
+  if (!run.slices.empty()) {
+    nlohmann::json slices = nlohmann::json::array();
+    for (const SliceResult& s : run.slices) {
+      slices.push_back({{"start_seconds", s.start_seconds}, {"seconds", s.seconds}, {"throughput", s.throughput},
+                        {"steal_seconds", s.steal_seconds}});
+    }
+    j["slices"] = std::move(slices);
+  }
+  return j;
 }
 
 nlohmann::json sweep_to_json(const Config& config, const RunOptions& options, const std::vector<PointRuns>& sweep) {

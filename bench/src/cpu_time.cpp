@@ -3,6 +3,9 @@
 
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 namespace uvhost::bench {
 namespace {
@@ -29,6 +32,19 @@ int64_t process_cpu_ns() noexcept {
   rusage usage{};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
   return to_ns(usage.ru_utime) + to_ns(usage.ru_stime);
+}
+
+int64_t machine_steal_ns() noexcept {
+  std::FILE* f = std::fopen("/proc/stat", "re");
+  if (f == nullptr) return -1;
+  // cpu  user nice system idle iowait irq softirq steal ... (in clock ticks)
+  unsigned long long field[8] = {};
+  const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &field[0], &field[1], &field[2],
+                            &field[3], &field[4], &field[5], &field[6], &field[7]);
+  std::fclose(f);
+  const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  if (n != 8 || ticks_per_second <= 0) return -1;
+  return static_cast<int64_t>(field[7] * (1'000'000'000ULL / static_cast<unsigned long long>(ticks_per_second)));
 }
 
 }  // namespace uvhost::bench

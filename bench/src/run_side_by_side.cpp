@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "run_support.h"
+#include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/frontend_driver.h"
 #include "uvhost/bench/run_backend.h"
 #include "uvhost/bench/run_dir.h"
@@ -60,6 +61,8 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
   std::array<Side, 2> sides{Side{a, nullptr, nullptr}, Side{b, nullptr, nullptr}};
   std::array<DriveResult, 2> totals;
   std::array<detail::SideThreadCpu, 2> backend_cpu;
+  std::array<std::vector<SliceResult>, 2> slice_records;
+  int64_t first_measured_ns = -1;
   {
     detail::ThreadPin pin(options.pin ? options.frontend_cpu : -1);
     // Each backend comes up and takes its frontend while the other is paused, so a
@@ -90,14 +93,36 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
       spec.spin_ns = {side.config.frontend_spin_ns, 0};
       spec.drain = true;
       std::vector<ThreadSample> start;
+      SliceResult record;
+      int64_t start_steal = -1;
       const pid_t pid = side.backend->cpu_pid();
-      if (measured && pid > 0) {
-        spec.on_window_start = [&](uint32_t) { start = snapshot_threads(pid); };
-        spec.on_window_end = [&](uint32_t) { backend_cpu[s].add(start, snapshot_threads(pid)); };
+      if (measured) {
+        spec.on_window_start = [&](uint32_t) {
+          const int64_t now = monotonic_ns();
+          if (first_measured_ns < 0) first_measured_ns = now;
+          record.start_seconds = static_cast<double>(now - first_measured_ns) * 1e-9;
+          start_steal = machine_steal_ns();
+          if (pid > 0) start = snapshot_threads(pid);
+        };
+        spec.on_window_end = [&](uint32_t) {
+          if (pid > 0) backend_cpu[s].add(start, snapshot_threads(pid));
+          const int64_t end_steal = machine_steal_ns();
+          record.steal_seconds =
+              start_steal >= 0 && end_steal >= start_steal ? static_cast<double>(end_steal - start_steal) * 1e-9 : -1;
+        };
       }
       try {
         const DriveResult slice = drive_frontend(*side.frontend, spec);
-        if (measured) add_slice(totals[s], slice);
+        if (measured) {
+          add_slice(totals[s], slice);
+          record.seconds = slice.seconds;
+          RunResult one;
+          one.seconds = slice.seconds;
+          one.packets = slice.packets;
+          one.transactions = slice.transactions;
+          record.throughput = one.throughput(point.workload);
+          slice_records[s].push_back(record);
+        }
       } catch (const std::exception& e) {
         throw side.backend->failure(
             fmt::format("{} ({}, side {}): {}", describe(point), describe(side.config), s == 0 ? 'A' : 'B', e.what()));
@@ -125,6 +150,7 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
   for (uint32_t s = 0; s < 2; ++s) {
     sides[s].backend->stop();
     result[s] = detail::run_result_of(totals[s], point, sides[s].backend->cpu_pid() > 0 ? &backend_cpu[s] : nullptr);
+    result[s].slices = std::move(slice_records[s]);
   }
   return result;
 }

@@ -253,6 +253,18 @@ TEST_F(LabCli, BenchCompareInterleavesInSlicesWhereItCan) {
     EXPECT_GT(round["a"]["transactions"].get<uint64_t>(), 0u);
     EXPECT_GT(round["b"]["transactions"].get<uint64_t>(), 0u);
   }
+  // Side by side, each side is measured 1.5 s per round unless --seconds says otherwise.
+  const fs::path default_json = dir_ / "processes-default.json";
+  r = run("bench compare --a workers=pair --b workers=device --workloads stream-tx --runs 2 --warmup 0.05 --no-pin "
+          "--json " + default_json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  j = read_json(default_json);
+  EXPECT_EQ(j["seconds"], 1.5);
+  for (const auto& round : j["points"][0]["runs"]) {
+    EXPECT_NEAR(round["a"]["seconds"].get<double>(), 1.5, 0.1);
+    EXPECT_NEAR(round["b"]["seconds"].get<double>(), 1.5, 0.1);
+    EXPECT_EQ(round["a"]["slices"].size(), 30u);
+  }
   // A running backend cannot be paused by the run.
   r = run("bench compare --a socket=/nonexistent.sock --b poll=always --interleave processes" + std::string(kQuick));
   EXPECT_EQ(r.status, 2) << r.out;

@@ -270,6 +270,37 @@ TEST(RunPointE2eSideBySide, TheIdleSideIsPaused) {
   }
 }
 
+// Each side's sub-windows are recorded in the order they ran (B A A B ... when B is
+// first), adding up to the side's totals, each with the machine's steal over it.
+TEST(RunPointE2eSideBySide, EverySliceIsRecordedInOrder) {
+  std::string error;
+  const std::optional<Config> b = parse_config("workers=device", error);
+  ASSERT_TRUE(b) << error;
+  RunOptions options = quick_options();  // 0.3 s per side in 0.05 s slices
+  const Point point{Workload::kStreamTx, 64, 1};
+  const auto [ra, rb] = run_point_side_by_side(Config{}, *b, false, point, options);
+  ASSERT_EQ(ra.slices.size(), 6u);
+  ASSERT_EQ(rb.slices.size(), 6u);
+  for (const RunResult* r : {&ra, &rb}) {
+    double seconds = 0, packets = 0;
+    for (const SliceResult& s : r->slices) {
+      EXPECT_GT(s.seconds, 0.02);
+      EXPECT_GE(s.steal_seconds, 0) << "/proc/stat's steal was not read";
+      seconds += s.seconds;
+      packets += s.throughput * s.seconds;
+    }
+    EXPECT_NEAR(seconds, r->seconds, 1e-9);
+    EXPECT_NEAR(packets, static_cast<double>(r->packets), 1.0);
+  }
+  // B A A B per quad: B's 2k-th slice first, then A's 2k-th and 2k+1-th, then B's 2k+1-th.
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(rb.slices[2 * k].start_seconds < ra.slices[2 * k].start_seconds, true) << k;
+    EXPECT_LT(ra.slices[2 * k].start_seconds, ra.slices[2 * k + 1].start_seconds) << k;
+    EXPECT_LT(ra.slices[2 * k + 1].start_seconds, rb.slices[2 * k + 1].start_seconds) << k;
+  }
+  EXPECT_EQ(rb.slices[0].start_seconds, 0.0);
+}
+
 TEST(RunPointE2eSideBySide, ARunningBackendCannotTakePart) {
   Config running;
   running.backend = BackendKind::kSocket;

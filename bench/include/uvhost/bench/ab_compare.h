@@ -52,11 +52,21 @@ struct CompareDefaults {
   // it); in separate runs the VM's speed steps between A's and B's runs hide it.
   static constexpr uint32_t kRuns = 20;
   static constexpr double kSeconds = 0.5;
+  // Interleave::kProcesses measures 1.5 s per side instead: there each slice's rate
+  // varies more (testpmd's rate into rxonly swings about 8% from one 50 ms slice to the
+  // next), and that slice-to-slice noise, not the rounds' differences, sets the spread
+  // of a round's B/A; three times the measured time per round cuts it by sqrt(3) for
+  // about a third more time per round, most of which is starting the two backends.
+  static constexpr double kProcessesSeconds = 1.5;
   static constexpr double kWarmupSeconds = 0.2;
   static constexpr AbMethod kMethod = AbMethod::kPairedT;
   // Better/worse needs the 95% CI to exclude 0 AND a change of at least 1%
   // (apply_min_effect): just above the spread of the calibration's A/A trial means.
   static constexpr double kMinEffect = 0.01;
+  // Interleave::kProcesses: its rounds spread more even at 1.5 s (a round's B/A about
+  // 2.2% for testpmd, against 1.7% in slices of one process), so the smallest change it
+  // claims is scaled alike.
+  static constexpr double kProcessesMinEffect = 0.015;
 };
 
 using Runner = std::function<RunResult(const Config&, const Point&)>;

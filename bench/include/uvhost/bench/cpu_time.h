@@ -19,6 +19,10 @@ int64_t thread_cpu_ns() noexcept;
 int64_t thread_cpu_ns(pthread_t thread) noexcept;
 // User + system CPU time of the whole process (all threads, live and exited).
 int64_t process_cpu_ns() noexcept;
+// Time the hypervisor ran something else while this machine's CPUs wanted to run
+// ("steal" of /proc/stat's cpu line, summed over every CPU), so far; -1 when it cannot
+// be read. Its growth over a window is a disturbance no process here caused or sees.
+int64_t machine_steal_ns() noexcept;
 
 // Measures wall and process CPU time between construction and stop().
 class CpuWallTimer {

@@ -135,6 +135,14 @@ struct ThreadCpu {
   double cpu_seconds = 0;
 };
 
+// One measured sub-window of an interleaved run (run_point_side_by_side).
+struct SliceResult {
+  double start_seconds = 0;  // since the round's first measured sub-window began
+  double seconds = 0;        // its measured wall time
+  double throughput = 0;     // as RunResult::throughput
+  double steal_seconds = 0;  // the machine's steal over it (machine_steal_ns); -1: unknown
+};
+
 struct RunResult {
   double seconds = 0;          // the measured window's wall time
   uint64_t packets = 0;        // stream: frames in the measured direction; rr: responses
@@ -143,6 +151,7 @@ struct RunResult {
   double p50_us = 0, p99_us = 0, p999_us = 0;  // rr only: round-trip latency
   std::vector<ThreadCpu> threads;
   double cpu_seconds = 0;      // sum over `threads`
+  std::vector<SliceResult> slices;  // side-by-side runs: this side's sub-windows in order
 
   double pps() const noexcept { return seconds > 0 ? static_cast<double>(packets) / seconds : 0; }
   double gbps() const noexcept { return seconds > 0 ? static_cast<double>(bytes) * 8e-9 / seconds : 0; }
