@@ -116,11 +116,7 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
         if (measured) {
           add_slice(totals[s], slice);
           record.seconds = slice.seconds;
-          RunResult one;
-          one.seconds = slice.seconds;
-          one.packets = slice.packets;
-          one.transactions = slice.transactions;
-          record.throughput = one.throughput(point.workload);
+          record.throughput = detail::run_result_of(slice, point, nullptr).throughput(point.workload);
           slice_records[s].push_back(record);
         }
       } catch (const std::exception& e) {
