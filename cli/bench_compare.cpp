@@ -173,6 +173,7 @@ void run_compare_command(CompareOptions& o) {
       "compare", o.run,
       bench::choose_interleave(interleave_request(o.run), run_options(o.run).frontend, spec.a, spec.b), spec.live_keys);
   apply_interleave_defaults(o.run, spec.interleave);
+  spec.frontend = run_options(o.run).frontend;
   spec.min_effect = o.run.min_effect;
   spec.seconds = o.run.options.seconds;
   spec.warmup_seconds = o.run.options.warmup_seconds;
@@ -262,8 +263,8 @@ void add_run_flags(CLI::App* cmd, RunFlags& run) {
                   "with A and B switched live every --slice (only keys a running backend switches: poll, "
                   "busy_us, exit, memory, enqueue, spin_ns); processes: each round A's and B's backends "
                   "alive together, the frontend alternating between them every --slice, the idle one paused "
-                  "(SIGSTOP; any difference, e.g. backend=testpmd); auto: slices where possible, else "
-                  "processes, else runs")
+                  "(SIGSTOP; any difference, e.g. backend=testpmd; with --frontend qemu two guests, each window "
+                  "--slice rounded up to whole seconds); auto: slices where possible, else processes, else runs")
       ->check(CLI::IsMember(base::names(bench::kInterleaveRequestNames)))
       ->capture_default_str();
   cmd->add_option("--slice", run.options.slice_seconds,

@@ -99,6 +99,12 @@
 #             (the window by /proc/uptime, 10 ms steps), packets, bytes (eth0's counters:
 #             the driver's packets, so GSO super-packets when TSO is on; frame bytes),
 #             transactions, p50_us, p99_us, p999_us (rr), iperf3's sender/receiver Mbits/s.
+#    bench-serve  `uvhost bench compare --frontend qemu --interleave processes`: runs
+#             the bench-* tests on the host's orders, one per line on /dev/ttyS1 (QEMU's
+#             second serial port): `bench-tx SECS`, `bench-rx SECS` or `bench-rr SECS`
+#             runs that test with uvhost.secs=SECS (same output), `quit` ends; anything
+#             else is a FAIL result named `bench-serve`. Prints UVHOST-SERVE: ready
+#             before the first order and after each one.
 #  Output (serial console), one line each, easy to grep:
 #    UVHOST-GUEST: up kernel=VERSION
 #    UVHOST-BEGIN: name=TEST
@@ -546,6 +552,31 @@ t_migrate() {
     ping_received="${got:-0}" ping_duplicates="${dups:-0}" ping_errors="${errs:-0}"
 }
 
+t_bench_serve() {
+  # The port stays open for the whole loop: bytes that arrive while no one has the tty
+  # open are dropped. No echo of the orders back to the host (nobody reads that way).
+  exec 3</dev/ttyS1
+  stty -F /dev/ttyS1 raw -echo 2>/dev/null
+  say "UVHOST-SERVE: ready"
+  while read -r order n <&3; do
+    n=$(echo "$n" | tr -cd '0-9')
+    [ -z "$order" ] && continue  # an empty line (a stray line end on the port)
+    case "$order $n" in
+      "quit "*) break ;;
+      bench-tx\ [1-9]* | bench-rx\ [1-9]* | bench-rr\ [1-9]*)
+        secs=$n
+        case $order in
+          bench-tx) t_bench_stream bench-tx tx ;;
+          bench-rx) t_bench_stream bench-rx rx ;;
+          bench-rr) t_bench_rr ;;
+        esac ;;
+      *) result bench-serve result=FAIL why=unknown-order order="$(echo "$order $n" | tr -c 'a-z0-9 -' '?')" ;;
+    esac
+    say "UVHOST-SERVE: ready"
+  done
+  exec 3<&-
+}
+
 for t in $(echo "$tests" | tr ',' ' '); do
   say "UVHOST-BEGIN: name=$t"
   case $t in
@@ -563,6 +594,7 @@ for t in $(echo "$tests" | tr ',' ' '); do
     bench-tx) t_bench_stream bench-tx tx ;;
     bench-rx) t_bench_stream bench-rx rx ;;
     bench-rr) t_bench_rr ;;
+    bench-serve) t_bench_serve ;;
     migrate) t_migrate ;;
     *) result "$t" result=FAIL why=unknown-test ;;
   esac

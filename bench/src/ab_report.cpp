@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,17 @@ std::string interleave_line(const CompareSpec& spec) {
         spec.runs, spec.seconds, spec.slice_seconds * 1e3,
         spec.live_keys.empty() ? std::string("nothing differs") : fmt::format("{}", fmt::join(spec.live_keys, ", ")),
         spec.warmup_seconds);
+  }
+  if (spec.interleave == Interleave::kProcesses && spec.frontend == Frontend::kQemu) {
+    // run_qemu_side_by_side's windows: whole seconds.
+    const double window = std::max(1.0, std::ceil(spec.slice_seconds));
+    return fmt::format(
+        "{} rounds per point, each with two Linux guests under QEMU (A's and B's, each on its own uvhost "
+        "serve) booted once and alive together: {:g} s measured per side in {:g} s windows (A B B A ..., "
+        "first side alternating per round; each window one iperf3 or ping run after its {:g} s warmup, the "
+        "idle guest and its backend paused with SIGSTOP)",
+        spec.runs, window * std::max(1.0, std::round(spec.seconds / window)), window,
+        std::max(1.0, std::ceil(spec.warmup_seconds)));
   }
   if (spec.interleave == Interleave::kProcesses) {
     return fmt::format(
@@ -175,6 +188,7 @@ nlohmann::json compare_json(const CompareResult& result) {
           {"warmup_seconds", spec.warmup_seconds},
           {"min_effect", spec.min_effect},
           {"interleave", to_string(spec.interleave)},
+          {"frontend", to_string(spec.frontend)},
           {"slice_seconds", spec.slice_seconds},
           {"live_keys", spec.live_keys},
           {"method", to_string(spec.method)},

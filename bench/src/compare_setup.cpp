@@ -21,8 +21,13 @@ Runner real_runner(const RunOptions& options, std::shared_ptr<size_t> failures) 
 PairRunner real_pair_runner(const RunOptions& options, Interleave interleave, std::shared_ptr<size_t> failures) {
   if (interleave == Interleave::kRuns) throw std::invalid_argument("a pair runner measures A and B in one call");
   const bool side_by_side = interleave == Interleave::kProcesses;
+  if (options.frontend == Frontend::kQemu) {
+    if (!side_by_side) throw std::invalid_argument("the qemu frontend interleaves only in processes (two guests)");
+    (void)find_guest(options.guest_dir);  // throws the "build it" reason
+  }
   return retrying_pairs(
       [options, side_by_side](const Config& a, const Config& b, bool a_first, const Point& point) {
+        if (options.frontend == Frontend::kQemu) return run_qemu_side_by_side(a, b, a_first, point, options);
         return side_by_side ? run_point_side_by_side(a, b, a_first, point, options)
                             : run_point_interleaved(a, b, a_first, point, options);
       },
@@ -33,7 +38,15 @@ namespace {
 
 // Why two backend processes side by side cannot run A and B (empty: they can).
 std::string why_not_side_by_side(Frontend frontend, const Config& a, const Config& b) {
-  if (frontend != Frontend::kEmbedded) return "the qemu frontend runs one configuration per guest boot";
+  if (frontend == Frontend::kQemu) {
+    if (a.backend != BackendKind::kUvhost || b.backend != BackendKind::kUvhost) {
+      return "the qemu frontend runs its own `uvhost serve` (backend=uvhost only)";
+    }
+    if (a.frontend_spin_ns != 0 || b.frontend_spin_ns != 0) {
+      return "a guest cannot do injected per-packet frontend work (spin_ns)";
+    }
+    return {};
+  }
   if (a.backend == BackendKind::kSocket || b.backend == BackendKind::kSocket) {
     return "a running backend (socket=) cannot be paused and resumed by the run";
   }
@@ -48,7 +61,7 @@ InterleaveChoice choose_interleave(InterleaveRequest request, Frontend frontend,
   if (request == InterleaveRequest::kAuto || request == InterleaveRequest::kSlices) {
     std::optional<LiveSwitch> sw;
     if (frontend != Frontend::kEmbedded) {
-      choice.why = "the qemu frontend runs one configuration per guest boot";
+      choice.why = "a guest's configuration is not switched live (one guest per side)";
     } else {
       sw = live_switch(a, b, choice.why);
     }
@@ -79,6 +92,13 @@ InterleaveChoice choose_interleave(InterleaveRequest request, Frontend frontend,
 }
 
 InterleaveChoice choose_calibrate_interleave(InterleaveRequest request, Frontend frontend, const Config& base) {
+  if (frontend == Frontend::kQemu) {
+    InterleaveChoice refused;
+    refused.why = "calibrate slows B down with injected per-packet frontend work, which a guest cannot do "
+                  "(for an A/A, compare a configuration against itself)";
+    refused.refused = true;
+    return refused;
+  }
   // B differs from A only in the frontend's injected work: any amount stands for it.
   Config slowed = base;
   slowed.frontend_spin_ns += 1;

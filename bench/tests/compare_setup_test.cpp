@@ -42,13 +42,21 @@ TEST(CompareSetup, LiveSwitchableDifferenceGoesInSlices) {
   EXPECT_TRUE(choice.why.empty());
 }
 
-TEST(CompareSetup, TheQemuFrontendRunsEachSideOnItsOwn) {
+TEST(CompareSetup, TheQemuFrontendRunsTwoGuestsSideBySide) {
   const InterleaveChoice automatic = choose_for_poll_busy(InterleaveRequest::kAuto, Frontend::kQemu);
-  EXPECT_EQ(automatic.interleave, Interleave::kRuns);
-  EXPECT_FALSE(automatic.why.empty() || automatic.refused);
+  EXPECT_EQ(automatic.interleave, Interleave::kProcesses);
+  EXPECT_FALSE(automatic.why.empty() || automatic.refused) << "auto says why not slices";
   const InterleaveChoice asked = choose_for_poll_busy(InterleaveRequest::kSlices, Frontend::kQemu);
   EXPECT_EQ(asked.interleave, Interleave::kRuns);
   EXPECT_TRUE(asked.refused);
+  // A guest runs only on its own uvhost serve, and cannot do injected frontend work.
+  Config testpmd;
+  testpmd.backend = BackendKind::kTestpmd;
+  const InterleaveChoice with_testpmd = choose_interleave(InterleaveRequest::kProcesses, Frontend::kQemu, Config{}, testpmd);
+  EXPECT_TRUE(with_testpmd.refused);
+  EXPECT_NE(with_testpmd.why.find("backend=uvhost"), std::string::npos) << with_testpmd.why;
+  EXPECT_TRUE(choose_calibrate_interleave(InterleaveRequest::kAuto, Frontend::kQemu, Config{}).refused);
+  EXPECT_TRUE(choose_calibrate_interleave(InterleaveRequest::kProcesses, Frontend::kQemu, Config{}).refused);
 }
 
 TEST(CompareSetup, ADifferenceNoLiveSwitchMakesGoesSideBySide) {
@@ -81,7 +89,7 @@ TEST(CompareSetup, SideBySideNeedsBackendsTheRunStarts) {
       choose_interleave(InterleaveRequest::kProcesses, Frontend::kEmbedded, Config{}, running);
   EXPECT_TRUE(asked.refused);
   EXPECT_EQ(asked.interleave, Interleave::kRuns);
-  EXPECT_TRUE(choose_interleave(InterleaveRequest::kProcesses, Frontend::kQemu, Config{}, Config{}).refused);
+  EXPECT_FALSE(choose_interleave(InterleaveRequest::kProcesses, Frontend::kQemu, Config{}, Config{}).refused);
 }
 
 TEST(CompareSetup, CalibrateCanRunItsTrialsInTwoProcesses) {

@@ -12,6 +12,12 @@
 #    stream-tx: packets, bytes and Gbit/s > 0; rr: transactions > 0 and
 #    0 < p50 <= p99 <= p99.9; each run: a window > 0 s, frontend (QEMU) and backend
 #    (uvhost) CPU > 0, and the port's datapath worker thread ("bench.w0") on the backend side.
+#  - Then the two-guest side by side: `uvhost bench compare --frontend qemu --a poll=notify
+#    --b burst=32 --workloads stream-tx --sizes 1500 --runs 2 --seconds 2 --slice 1` and
+#    checks of its JSON: interleave "processes" with frontend "qemu"; per round and side
+#    two 1 s windows (slices) in A B B A order (B A A B in the round B went first), each
+#    with packets; the windows add up to the side's seconds; QEMU and uvhost CPU (a
+#    bench.w worker) on each side.
 #  - Needs root (network namespace, tap): exit 77 (skipped) otherwise. Exit 0 on success,
 #    1 with the reasons; the JSON and the bench's output are kept in a temp folder on
 #    failure.
@@ -67,6 +73,37 @@ if [[ -s $json ]]; then
   echo "threads: $(jq -c '[.points[] | {workload, threads: [.runs[0].threads[] | "\(.side):\(.name)=\(.cpu_seconds * 1000 | floor)ms"]}]' "$json")"
 else
   fail "no JSON written"
+fi
+
+cjson=$dir/compare.json
+started=$SECONDS
+"$uvhost" bench compare --frontend qemu --guest-dir "$(dirname "$GUEST_KERNEL")" --a poll=notify --b burst=32 \
+  --workloads stream-tx --sizes 1500 --runs 2 --seconds 2 --slice 1 --json "$cjson" 2>&1 | tee "$dir/compare.out"
+rc=${PIPESTATUS[0]}
+echo "# uvhost bench compare took $((SECONDS - started)) s"
+((rc == 0)) || fail "uvhost bench compare exited $rc"
+grep -q 'two Linux guests under QEMU' "$dir/compare.out" || fail "compare did not say how it interleaved"
+if [[ -s $cjson ]]; then
+  ccheck() {  # ccheck DESCRIPTION JQ_BOOLEAN
+    local v
+    v=$(jq -r "$2" "$cjson" 2>&1)
+    [[ $v == true ]] || fail "compare: $1 ($2 -> $v)"
+  }
+  ccheck "two guests side by side" '.interleave == "processes" and .frontend == "qemu"'
+  ccheck "two rounds, the first side alternating" '[.points[0].runs[].a_first] | (length == 2 and .[0] != .[1])'
+  ccheck "two windows per side and round, each with packets" \
+    'all(.points[0].runs[] | .a, .b; (.slices | length) == 2 and all(.slices[]; .throughput > 0 and .seconds > 0) and .packets > 0)'
+  ccheck "the windows add up to the side's seconds" \
+    'all(.points[0].runs[] | .a, .b; (([.slices[].seconds] | add) - .seconds | fabs) < 0.01)'
+  ccheck "A B B A (B A A B) order" \
+    'all(.points[0].runs[]; (if .a_first then [.a, .b] else [.b, .a] end) as [$f, $s]
+       | $f.slices[0].start_seconds < $s.slices[0].start_seconds and $s.slices[0].start_seconds < $s.slices[1].start_seconds
+         and $s.slices[1].start_seconds < $f.slices[1].start_seconds)'
+  ccheck "QEMU and uvhost CPU on each side, a bench.w worker among uvhost's" \
+    'all(.points[0].runs[] | .a, .b; ([.threads[] | select(.side == "frontend") | .cpu_seconds] | add // 0) > 0
+       and any(.threads[]; .side == "backend" and (.name | startswith("bench.w")) and .cpu_seconds > 0))'
+else
+  fail "compare: no JSON written"
 fi
 
 if ((failed)); then

@@ -101,6 +101,7 @@ struct CompareSpec {
   Interleave interleave = Interleave::kRuns;
   double slice_seconds = 0;           // kSlices, kProcesses: each sub-window's length
   std::vector<std::string> live_keys; // kSlices: what was switched live
+  Frontend frontend = Frontend::kEmbedded;  // kQemu with kProcesses: two guests, whole-second windows
 };
 
 // One metric of one point: each side's summary and B vs A by both methods.

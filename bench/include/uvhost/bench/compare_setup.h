@@ -11,7 +11,8 @@
 //    one real run of the whole stack (run_point, or for a pair run_point_interleaved
 //    when interleave is kSlices and run_point_side_by_side when kProcesses, with
 //    `options`), a failed run repeated kRunRetries times and counted in `*failures`.
-//    real_runner with options.frontend == kQemu first checks that the guest image
+//    With options.frontend == kQemu the pair runner is run_qemu_side_by_side (only
+//    kProcesses). real_runner with options.frontend == kQemu first checks that the guest image
 //    exists (throws std::runtime_error saying how to build it).
 //  - choose_interleave(request, frontend, a, b):
 //      runs:      kRuns.
@@ -19,13 +20,16 @@
 //                 what a running backend switches live (live_switch.h) and the
 //                 frontend is ours; refused otherwise.
 //      processes: kProcesses when the frontend is ours and both backends are started
-//                 by the run (not socket=); refused otherwise.
+//                 by the run (not socket=), or the frontend is qemu and both sides
+//                 are uvhost without injected frontend work (two guests,
+//                 run_qemu_side_by_side); refused otherwise.
 //      auto:      slices where possible, else processes, else runs.
 //    `why` says why a finer interleaving was not possible (empty when none was
 //    skipped); `refused` is set when the one asked for is not possible.
 //  - choose_calibrate_interleave(request, frontend, base): the same for calibrate's A
 //    and B = A plus injected frontend work (a difference that is always live, so auto
-//    gives slices; `processes` calibrates the two-process arrangement).
+//    gives slices; `processes` calibrates the two-process arrangement). With the qemu
+//    frontend it is refused: a guest cannot do the injected work.
 #pragma once
 
 #include <cstddef>

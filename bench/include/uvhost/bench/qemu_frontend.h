@@ -36,8 +36,25 @@
 //  - Every wait is bounded; the namespace (with the tap), the processes and the work
 //    folder (unless options.work_dir was given) are removed on success and failure.
 //  - Root is needed (network namespace, tap).
+//  - run_qemu_side_by_side(a, b, a_first, point, options): A and B as two guests (each
+//    as above, on its own uvhost serve with its config), booted one after the other
+//    (the first paused during the second's boot) with uvhost.tests=bench-serve and
+//    alive together. Each window is one order on the guest's second serial port
+//    (`bench-tx N`, `bench-rx N`, `bench-rr N`, N = options.slice_seconds rounded up to
+//    whole seconds, after the guest's own warm-up of options.warmup_seconds): the
+//    guest's side is resumed (SIGCONT to QEMU, uvhost and iperf3 -s), runs that test
+//    as run_qemu_point's guest would, and is paused (SIGSTOP) again once the guest is
+//    ready for the next order, so nothing of a paused side runs. One unmeasured window
+//    per side first (under TCG a guest's first run translates its code), then
+//    round(seconds / N) windows per side, A B B A ... (B A A B ... when !a_first).
+//    Returns {A, B}, each summed over its windows (seconds, packets, bytes,
+//    transactions; every QEMU and uvhost thread's CPU within the windows), rr's
+//    percentiles the median of its windows' own, and `slices` one per window (its
+//    throughput, start, length and the machine's steal). Throws like run_qemu_point;
+//    everything of both guests is torn down either way.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "uvhost/bench/workload.h"
@@ -45,6 +62,9 @@
 namespace uvhost::bench {
 
 RunResult run_qemu_point(const Config& config, const Point& point, const RunOptions& options);
+
+std::array<RunResult, 2> run_qemu_side_by_side(const Config& a, const Config& b, bool a_first, const Point& point,
+                                               const RunOptions& options);
 
 // The guest's kernel and initramfs in `guest_dir` (or its one subfolder holding them),
 // and the accelerator (`accel` there: tests/qemu's KVM probe; else tcg); throws std::runtime_error telling to
