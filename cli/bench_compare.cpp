@@ -102,8 +102,9 @@ bench::Interleave interleave_or_exit(const char* command, const RunFlags& flags,
   if (choice.refused) usage_error(command, fmt::format("--interleave {}: {}", flags.interleave, choice.why));
   if (!choice.why.empty()) {
     fmt::print(stderr, "uvhost bench {}: A and B {} ({})\n", command,
-               choice.interleave == bench::Interleave::kProcesses ? "in two backend processes side by side"
-                                                                   : "in separate runs",
+               choice.interleave != bench::Interleave::kProcesses ? "in separate runs"
+               : flags.frontend == "qemu"                         ? "as two guests side by side"
+                                                                  : "in two backend processes side by side",
                choice.why);
   }
   live_keys = choice.live_keys;

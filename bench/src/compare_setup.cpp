@@ -61,7 +61,7 @@ InterleaveChoice choose_interleave(InterleaveRequest request, Frontend frontend,
   if (request == InterleaveRequest::kAuto || request == InterleaveRequest::kSlices) {
     std::optional<LiveSwitch> sw;
     if (frontend != Frontend::kEmbedded) {
-      choice.why = "a guest's configuration is not switched live (one guest per side)";
+      choice.why = "a guest's configuration is not switched live";
     } else {
       sw = live_switch(a, b, choice.why);
     }

@@ -44,6 +44,11 @@ dir=$(mktemp -d /tmp/uvhost-bench-qemu-test.XXXXXX)
 json=$dir/bench.json
 failed=0
 fail() { echo "FAIL: $*"; failed=1; }
+check() {  # check DESCRIPTION JQ_BOOLEAN [JSON]: JSON ($json by default) must make JQ_BOOLEAN true
+  local v
+  v=$(jq -r "$2" "${3:-$json}" 2>&1)
+  [[ $v == true ]] || fail "$1 ($2 -> $v)"
+}
 
 started=$SECONDS
 "$uvhost" bench --frontend qemu --guest-dir "$(dirname "$GUEST_KERNEL")" --workloads stream-tx,rr --sizes 1500 \
@@ -53,11 +58,6 @@ echo "# uvhost bench took $((SECONDS - started)) s"
 ((rc == 0)) || fail "uvhost bench exited $rc"
 
 if [[ -s $json ]]; then
-  check() {  # check DESCRIPTION JQ_BOOLEAN
-    local v
-    v=$(jq -r "$2" "$json" 2>&1)
-    [[ $v == true ]] || fail "$1 ($2 -> $v)"
-  }
   check "two points: stream-tx and rr" '[.points[].workload] == ["stream-tx", "rr"]'
   check "every point has its run" '[.points[].runs | length] == [1, 1]'
   check "windows > 0 s" 'all(.points[].runs[]; .seconds > 0)'
@@ -84,11 +84,7 @@ echo "# uvhost bench compare took $((SECONDS - started)) s"
 ((rc == 0)) || fail "uvhost bench compare exited $rc"
 grep -q 'two Linux guests under QEMU' "$dir/compare.out" || fail "compare did not say how it interleaved"
 if [[ -s $cjson ]]; then
-  ccheck() {  # ccheck DESCRIPTION JQ_BOOLEAN
-    local v
-    v=$(jq -r "$2" "$cjson" 2>&1)
-    [[ $v == true ]] || fail "compare: $1 ($2 -> $v)"
-  }
+  ccheck() { check "compare: $1" "$2" "$cjson"; }
   ccheck "two guests side by side" '.interleave == "processes" and .frontend == "qemu"'
   ccheck "two rounds, the first side alternating" '[.points[0].runs[].a_first] | (length == 2 and .[0] != .[1])'
   ccheck "two windows per side and round, each with packets" \
