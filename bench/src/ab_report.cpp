@@ -4,12 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
 #include "uvhost/bench/bench_report.h"
+#include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/table.h"
 
 namespace uvhost::bench {
@@ -92,15 +91,14 @@ std::string interleave_line(const CompareSpec& spec) {
         spec.warmup_seconds);
   }
   if (spec.interleave == Interleave::kProcesses && spec.frontend == Frontend::kQemu) {
-    // run_qemu_side_by_side's windows: whole seconds.
-    const double window = std::max(1.0, std::ceil(spec.slice_seconds));
+    const long window = guest_seconds(spec.slice_seconds);
     return fmt::format(
         "{} rounds per point, each with two Linux guests under QEMU (A's and B's, each on its own uvhost "
-        "serve) booted once and alive together: {:g} s measured per side in {:g} s windows (A B B A ..., "
-        "first side alternating per round; each window one iperf3 or ping run after its {:g} s warmup, the "
+        "serve) booted once and alive together: {} s measured per side in {} s windows (A B B A ..., "
+        "first side alternating per round; each window one iperf3 or ping run after its {} s warmup, the "
         "idle guest and its backend paused with SIGSTOP)",
-        spec.runs, window * std::max(1.0, std::round(spec.seconds / window)), window,
-        std::max(1.0, std::ceil(spec.warmup_seconds)));
+        spec.runs, window * guest_windows(spec.seconds, spec.slice_seconds), window,
+        guest_seconds(spec.warmup_seconds));
   }
   if (spec.interleave == Interleave::kProcesses) {
     return fmt::format(

@@ -39,13 +39,8 @@ namespace {
 // Why two backend processes side by side cannot run A and B (empty: they can).
 std::string why_not_side_by_side(Frontend frontend, const Config& a, const Config& b) {
   if (frontend == Frontend::kQemu) {
-    if (a.backend != BackendKind::kUvhost || b.backend != BackendKind::kUvhost) {
-      return "the qemu frontend runs its own `uvhost serve` (backend=uvhost only)";
-    }
-    if (a.frontend_spin_ns != 0 || b.frontend_spin_ns != 0) {
-      return "a guest cannot do injected per-packet frontend work (spin_ns)";
-    }
-    return {};
+    const std::string problem = qemu_config_problem(a);
+    return problem.empty() ? qemu_config_problem(b) : problem;
   }
   if (a.backend == BackendKind::kSocket || b.backend == BackendKind::kSocket) {
     return "a running backend (socket=) cannot be paused and resumed by the run";

@@ -3,8 +3,6 @@
 // command line, then powers off.
 #include "uvhost/bench/qemu_frontend.h"
 
-#include <chrono>
-
 #include "qemu_guest.h"
 #include "uvhost/bench/run_dir.h"
 
@@ -15,11 +13,9 @@ RunResult run_qemu_point(const Config& config, const Point& point, const RunOpti
   RunDir dir(options.work_dir, "uvhost-bench-qemu");
   const std::string test = detail::guest_test(point.workload);
   detail::QemuGuest guest(config, point, options, dir, "", test);
-  const auto deadline =
-      detail::QemuGuest::Clock::now() +
-      std::chrono::duration_cast<detail::QemuGuest::Clock::duration>(std::chrono::duration<double>(
-          detail::kGuestSlackSeconds + static_cast<double>(guest.warmup_seconds() + guest.window_seconds())));
-  detail::GuestWindow window = guest.measure(test, deadline);
+  detail::GuestWindow window = guest.measure(
+      test, detail::deadline_in(detail::kGuestSlackSeconds +
+                                static_cast<double>(guest.warmup_seconds() + guest.window_seconds())));
   guest.finish();
 
   RunResult result = std::move(window.result);

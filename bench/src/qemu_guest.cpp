@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -223,6 +224,18 @@ GuestImage find_guest(const std::string& guest_dir) {
   return image;
 }
 
+long guest_seconds(double seconds) noexcept { return static_cast<long>(std::max(1.0, std::ceil(seconds))); }
+
+uint32_t guest_windows(double seconds, double slice_seconds) noexcept {
+  return static_cast<uint32_t>(std::max(1.0, std::round(seconds / static_cast<double>(guest_seconds(slice_seconds)))));
+}
+
+std::string qemu_config_problem(const Config& config) {
+  if (config.backend != BackendKind::kUvhost) return "a guest runs on its own `uvhost serve` (backend=uvhost only)";
+  if (config.frontend_spin_ns != 0) return "a guest cannot do injected per-packet frontend work (spin_ns, calibrate)";
+  return {};
+}
+
 namespace detail {
 
 const char* guest_test(Workload workload) {
@@ -238,11 +251,8 @@ const char* guest_test(Workload workload) {
 }
 
 void validate_qemu_run(const Config& config, const Point& point, const RunOptions& options) {
-  if (config.backend != BackendKind::kUvhost) {
-    throw std::runtime_error("--frontend qemu runs its own `uvhost serve` (backend=uvhost only)");
-  }
-  if (config.frontend_spin_ns != 0) {
-    throw std::runtime_error("--frontend qemu cannot inject per-packet frontend work (spin_ns, calibrate)");
+  if (const std::string problem = qemu_config_problem(config); !problem.empty()) {
+    throw std::runtime_error("--frontend qemu: " + problem);
   }
   if (options.queue_pairs != 1) throw std::runtime_error("--frontend qemu uses one queue pair");
   if (point.workload == Workload::kRr && point.size < 58) {
@@ -277,8 +287,8 @@ QemuGuest::QemuGuest(const Config& config, const Point& point, const RunOptions&
     : parts_(std::make_unique<Parts>()), point_(point) {
   validate_qemu_run(config, point, options);
   const GuestImage guest = find_guest(options.guest_dir);
-  warmup_ = static_cast<long>(std::max(1.0, std::ceil(options.warmup_seconds)));
-  seconds_ = static_cast<long>(std::max(1.0, std::ceil(options.seconds)));
+  warmup_ = guest_seconds(options.warmup_seconds);
+  seconds_ = guest_seconds(options.seconds);
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
   const int backend_cpu = options.pin ? options.backend_cpu : -1;
   auto file = [&](const char* name) { return dir.file((prefix + name).c_str()); };

@@ -53,6 +53,12 @@ namespace uvhost::bench::detail {
 // two.
 inline constexpr double kGuestSlackSeconds = 150;
 
+// A deadline `seconds` from now.
+inline std::chrono::steady_clock::time_point deadline_in(double seconds) {
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(seconds));
+}
+
 // One measured window as the guest reported it, and the CPU snapshots at its edges.
 struct GuestWindow {
   RunResult result;  // seconds, packets, bytes; rr: transactions and percentiles (no CPU)

@@ -1,10 +1,7 @@
 // qemu_side_by_side.cpp - A and B as two guests under QEMU, both booted once and alive
 // together, each told by the host when to run a short window while the other is paused
 // (see run_qemu_side_by_side in qemu_frontend.h).
-#include <algorithm>
 #include <array>
-#include <chrono>
-#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,23 +14,11 @@
 #include "uvhost/bench/cpu_time.h"
 #include "uvhost/bench/qemu_frontend.h"
 #include "uvhost/bench/run_dir.h"
+#include "uvhost/bench/stats.h"
 
 namespace uvhost::bench {
 
 namespace {
-
-using Clock = detail::QemuGuest::Clock;
-
-Clock::time_point after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 // One side's sums over its measured windows.
 struct SideTotals {
@@ -49,9 +34,8 @@ std::array<RunResult, 2> run_qemu_side_by_side(const Config& a, const Config& b,
   detail::validate_qemu_run(a, point, options);
   detail::validate_qemu_run(b, point, options);
   if (!(options.slice_seconds > 0)) throw std::runtime_error("the slice must be longer than 0 s");
-  // The guest's iperf3 and ping take whole seconds.
-  const long window = static_cast<long>(std::max(1.0, std::ceil(options.slice_seconds)));
-  const uint32_t slices = static_cast<uint32_t>(std::max(1.0, std::round(options.seconds / static_cast<double>(window))));
+  const long window = guest_seconds(options.slice_seconds);
+  const uint32_t slices = guest_windows(options.seconds, options.slice_seconds);
   const std::string test = detail::guest_test(point.workload);
 
   RunDir dir(options.work_dir, "uvhost-bench-qemu");
@@ -60,7 +44,7 @@ std::array<RunResult, 2> run_qemu_side_by_side(const Config& a, const Config& b,
   for (uint32_t s = 0; s < 2; ++s) {
     guests[s] = std::make_unique<detail::QemuGuest>(s == 0 ? a : b, point, options, dir, s == 0 ? "a." : "b.",
                                                     "bench-serve");
-    (void)guests[s]->wait_for("UVHOST-SERVE: ready", after(detail::kGuestSlackSeconds));
+    (void)guests[s]->wait_for("UVHOST-SERVE: ready", detail::deadline_in(detail::kGuestSlackSeconds));
     guests[s]->pause();
   }
   const long warmup = guests[0]->warmup_seconds();
@@ -77,8 +61,8 @@ std::array<RunResult, 2> run_qemu_side_by_side(const Config& a, const Config& b,
     const int64_t start_steal = machine_steal_ns();
     guest.order(fmt::format("{} {}", test, window));
     detail::GuestWindow w =
-        guest.measure(test, after(detail::kGuestSlackSeconds + static_cast<double>(warmup + window)));
-    (void)guest.wait_for("UVHOST-SERVE: ready", after(detail::kGuestSlackSeconds));
+        guest.measure(test, detail::deadline_in(detail::kGuestSlackSeconds + static_cast<double>(warmup + window)));
+    (void)guest.wait_for("UVHOST-SERVE: ready", detail::deadline_in(detail::kGuestSlackSeconds));
     guest.pause();
     if (!measured) return;
     const int64_t end_steal = machine_steal_ns();
@@ -116,9 +100,9 @@ std::array<RunResult, 2> run_qemu_side_by_side(const Config& a, const Config& b,
     RunResult& r = result[s];
     r = totals[s].sum;
     if (point.workload == Workload::kRr) {
-      r.p50_us = median(totals[s].p50);
-      r.p99_us = median(totals[s].p99);
-      r.p999_us = median(totals[s].p999);
+      r.p50_us = percentile(totals[s].p50, 50);
+      r.p99_us = percentile(totals[s].p99, 50);
+      r.p999_us = percentile(totals[s].p999, 50);
     }
     for (ThreadCpu& t : thread_cpu_between({}, totals[s].qemu_cpu.totals(), r.seconds, "frontend")) {
       r.threads.push_back(std::move(t));

@@ -55,6 +55,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "uvhost/bench/workload.h"
@@ -65,6 +66,15 @@ RunResult run_qemu_point(const Config& config, const Point& point, const RunOpti
 
 std::array<RunResult, 2> run_qemu_side_by_side(const Config& a, const Config& b, bool a_first, const Point& point,
                                                const RunOptions& options);
+
+// The guest's iperf3 and ping take whole seconds: `seconds` rounded up, at least 1.
+long guest_seconds(double seconds) noexcept;
+// run_qemu_side_by_side's windows per side: seconds / guest_seconds(slice_seconds),
+// rounded, at least 1.
+uint32_t guest_windows(double seconds, double slice_seconds) noexcept;
+// Why a guest cannot run `config` (empty: it can): it needs our own uvhost serve and
+// does no injected frontend work.
+std::string qemu_config_problem(const Config& config);
 
 // The guest's kernel and initramfs in `guest_dir` (or its one subfolder holding them),
 // and the accelerator (`accel` there: tests/qemu's KVM probe; else tcg); throws std::runtime_error telling to
