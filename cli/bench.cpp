@@ -150,7 +150,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--config", o->config,
                   "KEY=VALUE,...: backend=" + base::join_names(bench::kStartedBackendNames, "|") +
                       ", port keys of `uvhost serve --port` (poll=busy, workers=pair, ...), enqueue=, "
-                      "pool_workers=, spin_ns=, label=");
+                      "pool_workers=, spin_ns=, label=, uvhost=PATH (the binary that serves)");
   cmd->add_option("--backend", o->backend, "The backend started for each run")
       ->check(CLI::IsMember(base::names(bench::kStartedBackendNames)));
   cmd->add_option("--socket", o->socket, "Use an already running backend listening here");

@@ -176,7 +176,7 @@ std::vector<std::string> uvhost_argv(const Config& config, const Point& point, c
 std::vector<std::string> uvhost_serve_argv(const Config& config, const RunOptions& options, std::string port,
                                            const std::string& control) {
   for (const auto& [key, value] : config.port_keys) port += value.empty() ? "," + key : fmt::format(",{}={}", key, value);
-  std::string binary = options.uvhost_binary;
+  std::string binary = config.uvhost_binary.empty() ? options.uvhost_binary : config.uvhost_binary;
   if (binary.empty()) {  // this very binary (`uvhost bench`): its real path, for logs and ps
     std::error_code ec;
     binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();

@@ -78,6 +78,10 @@ std::optional<LiveSwitch> live_switch(const Config& a, const Config& b, std::str
     why = "A and B use different backends (each side needs its own process)";
     return std::nullopt;
   }
+  if (a.uvhost_binary != b.uvhost_binary) {
+    why = "A and B run different uvhost binaries (each side needs its own process)";
+    return std::nullopt;
+  }
   if (restart_port_keys(a) != restart_port_keys(b)) {
     why = "A and B differ in a port key that is fixed when the port is created (only poll, busy_us, exit and "
           "memory switch live)";

@@ -6,8 +6,11 @@
 // workload, queues, the name, the source's size and rate) are refused up front.
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <set>
 #include <string>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -92,6 +95,15 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
         return std::nullopt;
       }
       have_pid = true;
+    } else if (key == "uvhost") {
+      if (!need_value()) return std::nullopt;
+      config.uvhost_binary = value;
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(config.uvhost_binary, ec) ||
+          ::access(config.uvhost_binary.c_str(), X_OK) != 0) {
+        error = fmt::format("uvhost '{}' is not an executable file", value);
+        return std::nullopt;
+      }
     } else if (key == "label") {
       if (!need_value()) return std::nullopt;
       config.label = value;
@@ -132,8 +144,9 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
     config.backend = *started_backend;
   }
 
-  if (config.backend != BackendKind::kUvhost && (!config.port_keys.empty() || !config.serve_args.empty())) {
-    error = fmt::format("port keys and daemon flags (enqueue, pool_workers) apply to backend=uvhost only");
+  if (config.backend != BackendKind::kUvhost &&
+      (!config.port_keys.empty() || !config.serve_args.empty() || !config.uvhost_binary.empty())) {
+    error = fmt::format("port keys, daemon flags (enqueue, pool_workers) and uvhost= apply to backend=uvhost only");
     return std::nullopt;
   }
   if (!config.port_keys.empty()) {
@@ -168,6 +181,7 @@ std::string describe(const Config& config) {
     items.push_back(key + "=" + config.serve_args[i + 1]);
   }
   if (config.frontend_spin_ns != 0) items.push_back(fmt::format("spin_ns={}", config.frontend_spin_ns));
+  if (!config.uvhost_binary.empty()) items.push_back("uvhost=" + config.uvhost_binary);
   if (items.empty()) return "backend=uvhost";
   return fmt::format("{}", fmt::join(items, ","));
 }

@@ -78,7 +78,9 @@ TEST(LiveSwitch, RestartKeysAreRefusedWithAReason) {
                         Case{"burst=32", "burst=64", "port key"},
                         Case{"pool_workers=2", "pool_workers=3", "daemon flag"},
                         Case{"", "backend=testpmd", "different backends"},
-                        Case{"socket=/a.sock", "socket=/b.sock", "different backends"}}) {
+                        Case{"socket=/a.sock", "socket=/b.sock", "different backends"},
+                        Case{"uvhost=/bin/true", "uvhost=/bin/false", "different uvhost binaries"},
+                        Case{"", "uvhost=/bin/true", "different uvhost binaries"}}) {
     std::string why;
     EXPECT_FALSE(live_switch(parse(c.a), parse(c.b), why)) << c.a << " vs " << c.b;
     EXPECT_NE(why.find(c.reason), std::string::npos) << c.a << " vs " << c.b << ": " << why;

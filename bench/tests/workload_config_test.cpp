@@ -109,6 +109,18 @@ TEST(ParseConfig, RefusesBadValuesThroughServeRules) {
   EXPECT_NE(parse_error("frobnicate=1").find("frobnicate"), std::string::npos);
 }
 
+TEST(ParseConfig, UvhostNamesTheBinaryThatServes) {
+  const Config config = parse_ok("uvhost=/bin/true,poll=always");
+  EXPECT_EQ(config.backend, BackendKind::kUvhost);
+  EXPECT_EQ(config.uvhost_binary, "/bin/true");
+  EXPECT_EQ(describe(config), "poll=always,uvhost=/bin/true");
+  EXPECT_EQ(parse_ok(describe(config)).uvhost_binary, "/bin/true");
+  EXPECT_NE(parse_error("uvhost=/nonexistent/uvhost").find("not an executable"), std::string::npos);
+  EXPECT_NE(parse_error("uvhost=/tmp").find("not an executable"), std::string::npos);  // a directory
+  parse_error("uvhost=");
+  EXPECT_NE(parse_error("backend=testpmd,uvhost=/bin/true").find("backend=uvhost only"), std::string::npos);
+}
+
 TEST(ParseConfig, RefusesKeysTheBenchOwns) {
   for (const char* text : {"sock=/x", "path=/x", "client", "queues=2", "name=p", "size=64", "rate=100", "tap=t0"}) {
     parse_error(text);

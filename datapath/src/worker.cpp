@@ -49,17 +49,19 @@ void Worker::wake() noexcept { (void)::eventfd_write(wake_fd_.get(), 1); }
 
 void Worker::wait_idle() noexcept {
   epoll_waits_.add();
-  dispatch(-1);
+  if (dispatch(-1) > 0) event_poll_interval_ = kEventPollInterval;
 }
 
 void Worker::poll_events() noexcept {
   event_polls_.add();
-  dispatch(0);
+  event_poll_interval_ =
+      dispatch(0) > 0 ? kEventPollInterval : std::min(2 * event_poll_interval_, kEventPollIntervalMax);
 }
 
-void Worker::dispatch(int timeout_ms) noexcept {
+int Worker::dispatch(int timeout_ms) noexcept {
   epoll_event events[kMaxEventsPerWait];
   const int ready = ::epoll_wait(epoll_.get(), events, kMaxEventsPerWait, timeout_ms);
+  int dispatched = 0;
   for (int i = 0; i < ready; ++i) {
     auto* watch = static_cast<Watch*>(events[i].data.ptr);
     if (watch == nullptr) {
@@ -68,8 +70,10 @@ void Worker::dispatch(int timeout_ms) noexcept {
       continue;
     }
     fd_events_.add();
+    ++dispatched;
     watch->on_ready();
   }
+  return dispatched;
 }
 
 void Worker::watch(int fd, std::function<void()> on_ready, bool edge) {

@@ -307,20 +307,36 @@ TEST(WorkerTest, PollEventsDispatchesWithoutSleeping) {
   EXPECT_EQ(calls_after_poll, 1);
   EXPECT_LT(empty_poll, 100ms) << "poll_events() slept";
   EXPECT_EQ(worker.stats().event_polls - polls_before, 2u);
-  // maybe_poll_events(): at most once per interval.
+  // maybe_poll_events(): at most once per interval; the interval doubles with each
+  // poll that finds nothing, up to the maximum, and is back at the minimum once a
+  // poll dispatches an fd.
   uint64_t polls_mid = 0;
+  std::vector<Clock::duration> intervals;
   worker.run([&] {
-    const auto now = Clock::now();
+    auto now = Clock::now();
     const uint64_t base = worker.stats().event_polls;
     worker.maybe_poll_events(now);
+    intervals.push_back(worker.event_poll_interval());
     worker.maybe_poll_events(now);                                 // same instant: skipped
     worker.maybe_poll_events(now + Worker::kEventPollInterval / 2);  // too soon: skipped
     polls_mid = worker.stats().event_polls - base;
-    worker.maybe_poll_events(now + Worker::kEventPollInterval);  // due
+    for (int i = 0; i < 8; ++i) {  // each poll due exactly when the interval says
+      now += worker.event_poll_interval();
+      worker.maybe_poll_events(now);
+      intervals.push_back(worker.event_poll_interval());
+    }
+    worker.maybe_poll_events(now + Worker::kEventPollIntervalMax - 1us);  // too soon at the maximum
+    intervals.push_back(worker.event_poll_interval());
     fd.signal();
-    worker.maybe_poll_events(now + 3 * Worker::kEventPollInterval);
+    worker.maybe_poll_events(now + Worker::kEventPollIntervalMax);
+    intervals.push_back(worker.event_poll_interval());
   });
   EXPECT_EQ(polls_mid, 1u);
+  // (The empty poll above left it at 4 us.)
+  const std::vector<Clock::duration> expected{8us, 16us, 32us, 32us, 32us, 32us, 32us, 32us, 32us, 32us, 2us};
+  EXPECT_EQ(intervals, expected);
+  static_assert(Worker::kEventPollInterval == 2us && Worker::kEventPollIntervalMax == 32us,
+                "the expected intervals above assume these");
   int calls_end = 0;
   worker.run([&] { calls_end = calls; });
   EXPECT_EQ(calls_end, 2);

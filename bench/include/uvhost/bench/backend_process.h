@@ -67,8 +67,8 @@ std::vector<std::string> uvhost_argv(const Config& config, const Point& point, c
                                      const std::string& socket, const std::string& control);
 
 // `uvhost --log-level warn serve --port <port>[,<port keys>] --control <control>
-// <serve_args>`: the binary is options.uvhost_binary, or this very one. The common
-// part of every bench's uvhost command line.
+// <serve_args>`: the binary is config.uvhost_binary, else options.uvhost_binary, else
+// this very one. The common part of every bench's uvhost command line.
 std::vector<std::string> uvhost_serve_argv(const Config& config, const RunOptions& options, std::string port,
                                            const std::string& control);
 

@@ -86,15 +86,19 @@ struct Config {
   std::vector<std::pair<std::string, std::string>> port_keys;
   // kUvhost: extra daemon flags, e.g. {"--enqueue", "lockless"}, {"--pool-workers", "2"}.
   std::vector<std::string> serve_args;
+  // kUvhost: the uvhost binary that serves (two builds side by side); empty:
+  // RunOptions::uvhost_binary.
+  std::string uvhost_binary;
   // The frontend does this many ns of CPU work per packet it sends or receives (calibration:
   // a slowdown of known size). 0: none.
   uint64_t frontend_spin_ns = 0;
 };
 
 // Parses "backend=testpmd", "poll=busy,busy_us=50,enqueue=lockless", "socket=/tmp/x.sock,pid=123",
-// "spin_ns=500", "label=busy50". Keys: backend (uvhost|testpmd), socket, pid, label,
-// spin_ns, enqueue and pool_workers (daemon flags); every other key is a port key and is
-// checked against serve's port-spec rules. nullopt with `error` on anything wrong.
+// "spin_ns=500", "label=busy50", "uvhost=/path/to/other/uvhost". Keys: backend
+// (uvhost|testpmd), socket, pid, label, spin_ns, uvhost (an executable), enqueue and
+// pool_workers (daemon flags); every other key is a port key and is checked against
+// serve's port-spec rules. nullopt with `error` on anything wrong.
 std::optional<Config> parse_config(std::string_view text, std::string& error);
 // The inverse, for tables and JSON: "poll=busy,busy_us=50".
 std::string describe(const Config& config);

@@ -23,7 +23,12 @@
 //    run later, outside the dispatch, and may.
 //  - poll_events() (busy loops): the same dispatch without sleeping (epoll_wait with a
 //    zero timeout), so a queue that busy-polls still sees the other queues' kicks;
-//    maybe_poll_events() does it at most once per `interval`.
+//    maybe_poll_events() does it at most once per event_poll_interval(). That interval
+//    backs off while the polls find nothing: kEventPollInterval after a poll (or a
+//    wake-up) that dispatched an fd, doubled by each poll that found none, up to
+//    kEventPollIntervalMax. An epoll_wait is a syscall (costly in a virtual machine),
+//    and a request that arrives during one waits for it to return; a quiet worker's
+//    other fds are still seen within kEventPollIntervalMax.
 //  - run(fn): runs fn on the worker and waits for it (a control-plane change applied
 //    between two handler runs: no lock on the hot path, other items keep flowing).
 //    Not from the worker itself.
@@ -72,11 +77,12 @@ class Worker final : private sync::IdleWaiter {
   void unwatch(int fd);
   void poll_events() noexcept;
   void maybe_poll_events(std::chrono::steady_clock::time_point now) noexcept {
-    if (now - last_event_poll_ >= kEventPollInterval) {
+    if (now - last_event_poll_ >= event_poll_interval_) {
       last_event_poll_ = now;
       poll_events();
     }
   }
+  std::chrono::microseconds event_poll_interval() const noexcept { return event_poll_interval_; }
 
   void register_datapath_item(const sync::WorkItem* item);
   void unregister_datapath_item(const sync::WorkItem* item);
@@ -86,8 +92,10 @@ class Worker final : private sync::IdleWaiter {
 
   WorkerStats stats() const;
 
-  // How often a busy loop looks at the other fds (an epoll_wait syscall).
+  // How often a busy loop looks at the other fds (an epoll_wait syscall): this often
+  // while fds become ready, backing off to the maximum while none do.
   static constexpr std::chrono::microseconds kEventPollInterval{2};
+  static constexpr std::chrono::microseconds kEventPollIntervalMax{32};
 
  private:
   struct Watch {
@@ -97,7 +105,8 @@ class Worker final : private sync::IdleWaiter {
 
   void wait_idle() noexcept override;
   void wake() noexcept override;
-  void dispatch(int timeout_ms) noexcept;
+  // Runs the ready fds' callbacks; returns how many (the wake eventfd not counted).
+  int dispatch(int timeout_ms) noexcept;
 
   std::string name_;
   base::UniqueFd epoll_;
@@ -105,6 +114,7 @@ class Worker final : private sync::IdleWaiter {
   std::unordered_map<int, std::unique_ptr<Watch>> watches_;  // worker thread only
   std::vector<const sync::WorkItem*> datapath_items_;         // worker thread only
   std::chrono::steady_clock::time_point last_event_poll_{};
+  std::chrono::microseconds event_poll_interval_ = kEventPollInterval;
   base::SingleWriterCounter epoll_waits_;  // written by the worker only
   base::SingleWriterCounter event_polls_;
   base::SingleWriterCounter fd_events_;
