@@ -270,6 +270,31 @@ TEST_F(LabCli, BenchCompareInterleavesInSlicesWhereItCan) {
   EXPECT_EQ(r.status, 2) << r.out;
 }
 
+// uvhost=PATH: another build serves that side, so A and B go side by side; the path is
+// really what runs (a program that is not uvhost fails the run).
+TEST_F(LabCli, BenchCompareRunsTwoBuildsSideBySide) {
+  const fs::path other = dir_ / "uvhost-other";
+  fs::copy_file(UVHOST_BINARY, other);
+  const fs::path json = dir_ / "builds.json";
+  Ran r = run("bench compare --a poll=always --b poll=always,uvhost=" + other.string() +
+              " --workloads rr --sizes 64" + std::string(kQuick) + " --json " + json.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("uvhost=" + other.string()), std::string::npos) << r.out;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["interleave"], "processes");
+  ASSERT_EQ(j["points"][0]["runs"].size(), 2u);
+  for (const auto& round : j["points"][0]["runs"]) {
+    EXPECT_GT(round["a"]["transactions"].get<uint64_t>(), 0u);
+    EXPECT_GT(round["b"]["transactions"].get<uint64_t>(), 0u);
+  }
+  // Slices need one process: refused with the reason.
+  r = run("bench compare --a poll=always --b uvhost=" + other.string() + " --interleave slices" + std::string(kQuick));
+  EXPECT_EQ(r.status, 2) << r.out;
+  // Not a uvhost: its serve never comes up, and the run says so.
+  r = run("bench compare --a poll=always --b uvhost=/bin/true --workloads rr --sizes 64" + std::string(kQuick));
+  EXPECT_NE(r.status, 0) << r.out;
+}
+
 TEST_F(LabCli, BenchCalibrateRunsItsTrialsInTwoProcesses) {
   const fs::path json = dir_ / "cal-processes.json";
   const Ran r = run("bench calibrate --interleave processes --trials 1 --runs 2 --seconds 0.1 --warmup 0.05 --no-pin "
