@@ -23,7 +23,7 @@ tmp="$(mktemp -d)"
 serve_pid=""
 cleanup() {
   [[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  rm -rf "$tmp"
+  [[ -n "${KEEP_OUT:-}" ]] && cp "$tmp/callgrind.out" "$KEEP_OUT"; rm -rf "$tmp"
 }
 trap cleanup EXIT
 

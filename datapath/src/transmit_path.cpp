@@ -12,6 +12,11 @@ namespace uvhost::datapath {
 DeviceDatapath::Burst DeviceDatapath::transmit_burst(Vring& q) {
   Burst burst;
   q.memory->read([&](const virtio::GuestMemoryMap& map) {
+    // The pair's receive ring on this worker takes the frames a backend hands straight
+    // back (loopback, see transmit_scope.h): its next chain's lines start loading now,
+    // while this burst waits for the guest's transmit lines.
+    Vring& rx = *vrings_[2 * q.pair];
+    if (rx.worker == q.worker && rx.running()) rx.ring->prefetch_next_chain(map);
     const size_t popped = q.ring->pop_burst(map, std::span(q.chains), virtio::ChainDirection::kReadableOnly);
     if (popped == 0) return;
     burst.entries = popped;

@@ -193,6 +193,16 @@ size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<Descriptor
   return count;
 }
 
+void DeviceQueue::prefetch_next_chain(const GuestMemoryMap& memory) {
+  if (last_avail_ == avail_shadow_ || !usable(memory)) return;
+  // relaxed: an entry before avail_shadow_, ordered by the acquire load that saw it.
+  const uint16_t head =
+      ring_load<uint16_t>(avail_ + avail_entry_offset(last_avail_ & index_mask_), std::memory_order_relaxed);
+  // A prefetch never faults; a bad head only makes it useless.
+  __builtin_prefetch(desc_ + size_t{static_cast<uint16_t>(head & index_mask_)} * kDescriptorSize);
+  __builtin_prefetch(used_ + used_entry_offset(used_idx_ & index_mask_), 1);
+}
+
 void DeviceQueue::unpop(uint16_t count) noexcept {
   UVHOST_MISUSE_CHECK(count <= config_.size, "virtio: unpop() of more chains than the queue holds");
   last_avail_ = static_cast<uint16_t>(last_avail_ - count);

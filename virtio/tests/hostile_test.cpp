@@ -250,6 +250,19 @@ TEST_F(Hostile, HeadOutOfRange) {
   expect_broken(QueueError::kHeadOutOfRange);
 }
 
+// The receive-ring hint reads a head the guest wrote without checking it: it must
+// neither fault nor change anything; the pop that follows finds the bad head.
+TEST_F(Hostile, PrefetchOfAnOutOfRangeHeadIsHarmless) {
+  auto& q = queue(8);
+  pair_->driver.write_avail_entry(0, 0xffff);
+  pair_->driver.store_avail_index(1);
+  ASSERT_EQ(q.device.available(mem_.map()), 1);  // the chain is now known to be available
+  q.device.prefetch_next_chain(mem_.map());
+  EXPECT_FALSE(q.device.is_broken());
+  EXPECT_EQ(q.device.last_avail_index(), 0);
+  expect_broken(QueueError::kHeadOutOfRange);
+}
+
 TEST_F(Hostile, NextOutOfRange) {
   auto& q = queue(8);
   q.driver.write_descriptor(0, {buffer(16), 16, kDescFlagNext, 8});

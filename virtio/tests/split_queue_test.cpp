@@ -64,6 +64,45 @@ TEST(SplitQueue, OneChainRoundTrip) {
   EXPECT_EQ(q.driver.free_descriptors(), 8);
 }
 
+// prefetch_next_chain() is a hint: on a queue not started, with nothing known to be
+// available, or with chains pending, the pops around it see exactly the same.
+TEST(SplitQueue, PrefetchNextChainChangesNothing) {
+  TestMemory mem;
+  DeviceQueue idle;
+  idle.prefetch_next_chain(mem.map());  // not started: no rings to look at
+  EXPECT_FALSE(idle.is_started());
+
+  QueuePair q(mem, DriverOptions{.size = 8});
+  q.device.prefetch_next_chain(mem.map());  // nothing seen available yet
+  std::vector<uint16_t> heads;
+  for (uint8_t i = 0; i < 3; ++i) {
+    const DriverQueue::Buffer buf[] = {{mem.alloc(64), 64, true}};
+    const auto head = q.driver.add_chain(buf);
+    ASSERT_TRUE(head.has_value());
+    heads.push_back(*head);
+  }
+  q.driver.publish();
+  ASSERT_EQ(q.device.available(mem.map()), 3);
+  for (const uint16_t head : heads) {
+    q.device.prefetch_next_chain(mem.map());
+    DescriptorChain chain;
+    ASSERT_TRUE(q.device.pop(mem.map(), chain, ChainDirection::kWritableOnly));
+    EXPECT_EQ(chain.head, head);
+    EXPECT_EQ(chain.writable.total_bytes(), 64u);
+    q.device.add_used(mem.map(), chain.head, 0);
+  }
+  q.device.prefetch_next_chain(mem.map());  // all popped
+  DescriptorChain none;
+  EXPECT_FALSE(q.device.pop(mem.map(), none));
+  q.device.publish_used(mem.map());
+  for (const uint16_t head : heads) {
+    const auto used = q.driver.reap();
+    ASSERT_TRUE(used.has_value());
+    EXPECT_EQ(used->id, head);
+  }
+  EXPECT_FALSE(q.device.is_broken());
+}
+
 TEST(SplitQueue, IndirectChainAndMixedChain) {
   TestMemory mem;
   QueuePair q(mem, DriverOptions{.size = 8, .indirect_desc = true});

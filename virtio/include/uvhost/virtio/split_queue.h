@@ -122,6 +122,13 @@ class DeviceQueue {
   size_t pop_burst(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
                    ChainDirection direction = ChainDirection::kAny);
 
+  // A hint that the next chain will be popped and written soon (a receive ring about
+  // to take a frame): starts loading the next known-available chain's descriptor and
+  // the used slot it will fill, so those cache misses overlap the caller's other work.
+  // Reads avail->idx never (only chains already seen available count), validates
+  // nothing and changes no state: pop_burst() reads everything again and checks it.
+  void prefetch_next_chain(const GuestMemoryMap& memory);
+
   // Gives back the last `count` popped chains that were not added as used (e.g. a
   // receive that found too few buffers); they will be popped again.
   void unpop(uint16_t count) noexcept;
