@@ -10,7 +10,8 @@
 # count says nothing. Transactions are the frames loopback reflected (`uvhost ctl
 # stats`). Prints the total and the top functions (inclusive).
 # Usage: scripts/callgrind-rr.sh [uvhost-binary] [size]   (default build/release/cli/uvhost, 64)
-# Environment: SECONDS_RR (the bench window, default 3), POLL (default always).
+# Environment: SECONDS_RR (the bench window, default 3), POLL (default always),
+# KEEP_OUT (a path: keep the callgrind profile there, for callgrind_annotate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
