@@ -3,7 +3,7 @@
 # (net_virtio_user), for ctest and for the baseline figure of the datapath.
 #
 #   serve_vs_testpmd.sh --uvhost PATH CASE [--arrangement serve-server|serve-client]
-#                       [--seconds N] [--runs R]
+#                       [--seconds N] [--runs R] [--port-extra KEYS] [--also-vdev K=V]
 #
 # Cases (the vhost-user issue's interop list):
 #   sink       testpmd virtio_user txonly -> `uvhost serve` sink: testpmd's TX count and
@@ -14,13 +14,17 @@
 #   loopback   testpmd virtio_user io --tx-first -> `uvhost serve` loopback -> back to
 #              testpmd: both directions carry traffic, and the two processes' books add
 #              up exactly, but for the frames left unread in testpmd's RX ring
-#              (loopback_books.sh).
+#              (loopback_books.sh); testpmd negotiated IN_ORDER (its in-order paths).
 #   reconnect  testpmd txonly, SIGKILLed mid-traffic, then started again: the same serve
 #              process (no restart) serves the second testpmd, that connection's counts
 #              agree, and serve's open fd count is back where it was before the first.
 #   bench      --runs R pairs, interleaved: testpmd virtio_user txonly -> testpmd vhost PMD
 #              rxonly (testpmd's own figure), then -> `uvhost serve` sink; prints the
 #              sender's Mpps per run, means with a 95% interval and the ratio.
+#              --also-vdev K=V[,K=V] adds a third receiver to every run: `uvhost serve`
+#              again, the sender's vdev string extended by K=V (e.g. in_order=0: the
+#              sender's path before uvhost offered IN_ORDER), and the per-run ratios
+#              uvhost / that arm (geometric mean, 95% interval of the log ratios).
 # --arrangement: serve-server (uvhost listens, testpmd connects; the default) or
 # serve-client (testpmd's virtio_user listens with server=1, uvhost connects). The
 # `uvhost serve` runs on CPU 0, testpmd on CPU 1.
@@ -31,7 +35,7 @@ TESTPMD_SH=$HERE/testpmd.sh
 # shellcheck source=loopback_books.sh
 source "$HERE/loopback_books.sh"
 
-uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5 port_extra=""
+uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5 port_extra="" also_vdev=""
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -39,6 +43,7 @@ while (($#)); do
     --seconds) seconds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --port-extra) port_extra=$2; shift 2 ;;  # more port keys, e.g. poll=always,busy_us=50
+    --also-vdev) also_vdev=$2; shift 2 ;;    # bench: a third arm (see the header)
     sink|loopback|reconnect|bench) case_name=$1; shift ;;
     *) echo "serve_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -158,6 +163,10 @@ case_loopback() {
   sv_from=$(field "$end" rx_packets); sv_to=$(field "$end" tx_packets); sv_drop=$(field "$end" tx_dropped)
   echo "testpmd virtio_user io: tx=$tp_tx tx_dropped=$tp_txd rx=$tp_rx"
   echo "uvhost serve loopback:  from guest=$sv_from to guest=$sv_to dropped=$sv_drop"
+  # DPDK's virtio PMD asks for IN_ORDER by default: its in-order paths are the ones
+  # these books check.
+  grep -m1 "negotiated features:" "$dir/serve.log"
+  grep -q "negotiated features:.*IN_ORDER" "$dir/serve.log" || fail "testpmd's virtio_user did not negotiate IN_ORDER"
   loopback_books loopback "$tp_tx" "$tp_txd" "$tp_rx" "$sv_from" "$sv_to" "$sv_drop"
 }
 
@@ -220,7 +229,7 @@ mean_ci() {  # prints "mean half_width" (95%, t-distribution) of the numbers on 
 }
 
 case_bench() {
-  local r base_rates=() serve_rates=()
+  local r base_rates=() serve_rates=() also_rates=()
   echo "# sender: testpmd virtio_user txonly, 64-byte packets, CPU 1; receiver on CPU 0; $seconds s per run, $runs runs interleaved"
   echo "# $(date -u +%F) load $(cut -d' ' -f1-3 /proc/loadavg)"
   for ((r = 1; r <= runs; r++)); do
@@ -248,6 +257,21 @@ case_bench() {
     fi
     stop_serve
     rm -f "$dir/serve.log"
+    # C: uvhost serve sink again, the sender's vdev string extended.
+    if [[ -n $also_vdev ]]; then
+      start_serve sink || return 1
+      if run_testpmd "c$r" txonly "$seconds" --vdev-extra "$also_vdev"; then
+        tp=$(grep '^rx_packets=' "$dir/tp-c$r.out")
+        end=$(connection_end 1)
+        also_rates+=("$(field "$tp" tx_pps)")
+        echo "run $r uvhost-serve ($also_vdev): tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}') sent=$(field "$tp" tx_packets) received=$(field "$end" rx_packets)"
+        agree "$(field "$tp" tx_packets)" "$(field "$end" rx_packets)" || fail "run $r ($also_vdev): sent and counted differ"
+      else
+        fail "uvhost run $r ($also_vdev): $(cat "$dir/tp-c$r.out")"
+      fi
+      stop_serve
+      rm -f "$dir/serve.log"
+    fi
   done
   local a b
   a=($(printf '%s\n' "${base_rates[@]}" | awk '{print $1/1e6}' | mean_ci))
@@ -255,6 +279,16 @@ case_bench() {
   echo "testpmd virtio_user -> testpmd vhost PMD: ${a[0]} ±${a[1]} Mpps (n=${#base_rates[@]})"
   echo "testpmd virtio_user -> uvhost serve sink: ${b[0]} ±${b[1]} Mpps (n=${#serve_rates[@]})"
   awk -v a="${a[0]}" -v b="${b[0]}" 'BEGIN { if (a > 0) printf "uvhost / testpmd: %.2fx\n", b / a }'
+  if [[ -n $also_vdev && ${#also_rates[@]} -eq ${#serve_rates[@]} ]]; then
+    local c i ratio
+    c=($(printf '%s\n' "${also_rates[@]}" | awk '{print $1/1e6}' | mean_ci))
+    echo "testpmd virtio_user ($also_vdev) -> uvhost serve sink: ${c[0]} ±${c[1]} Mpps (n=${#also_rates[@]})"
+    ratio=($(for ((i = 0; i < ${#serve_rates[@]}; i++)); do
+      awk -v b="${serve_rates[i]}" -v c="${also_rates[i]}" 'BEGIN { print log(b / c) }'
+    done | mean_ci))
+    awk -v m="${ratio[0]}" -v h="${ratio[1]}" -v x="$also_vdev" \
+      'BEGIN { printf "uvhost / uvhost (%s), per run: %.2fx [%.2f, %.2f]\n", x, exp(m), exp(m - h), exp(m + h) }'
+  fi
 }
 
 "case_$case_name"

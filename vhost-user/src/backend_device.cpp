@@ -257,6 +257,9 @@ BackendDevice::Outcome BackendDevice::on_set_features(uint64_t features) {
     }
   }
   const bool logging_changed = ((features ^ acked_features_) & feature::kLogAll) != 0;
+  if (((features ^ acked_features_) & ~feature::kLogAll) != 0) {
+    spdlog::info("{}: negotiated features: {}", options_.name, fmt::join(feature_names(features), " "));
+  }
   acked_features_ = features;
   hooks_.features_changed(features);
   if (logging_changed) {

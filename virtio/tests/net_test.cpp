@@ -161,5 +161,53 @@ TEST(NetRx, MergeablePacketLargerThanTheRingIsDropped) {
   EXPECT_EQ(g.q.device.available(g.mem.map()), 4) << "every chain was given back";
 }
 
+// VIRTIO_F_IN_ORDER, which every port offers (vhost_user/features.h): whatever happens
+// to the frames (one buffer, several merged, a frame put off for want of buffers, a frame
+// too large for a buffer), the used ring names the chains in the order they were made
+// available, with the writer holding chains ahead (reserve > 1, as the datapath's does).
+TEST(NetRx, UsesChainsInTheOrderTheyWereMadeAvailable) {
+  for (bool mrg : {true, false}) {
+    SCOPED_TRACE(mrg ? "MRG_RXBUF" : "one chain per frame");
+    RxGuest g(32);
+    std::vector<uint16_t> heads;
+    const auto post = [&](uint32_t len, int count) {
+      for (int i = 0; i < count; ++i) {
+        const DriverQueue::Buffer buf{g.mem.alloc(len), len, true};
+        const auto head = g.q.driver.add_chain({&buf, 1});
+        ASSERT_TRUE(head.has_value());
+        heads.push_back(*head);
+      }
+      g.q.driver.publish();
+    };
+    NetReceiveWriter writer(RxOptions{.mrg_rxbuf = mrg, .header_size = 12, .reserve = 8});
+    const auto deliver = [&](size_t bytes) {
+      return writer.deliver(g.q.device, g.mem.map(), NetHeader{}, pattern(bytes, static_cast<uint8_t>(bytes))).status;
+    };
+    if (mrg) {
+      post(512, 6);
+      EXPECT_EQ(deliver(64), RxStatus::kDelivered);     // chain 0
+      EXPECT_EQ(deliver(1400), RxStatus::kDelivered);   // chains 1-3
+      EXPECT_EQ(deliver(1400), RxStatus::kNoBuffers);   // 4 and 5 are not enough: given back
+      post(512, 4);
+      EXPECT_EQ(deliver(1400), RxStatus::kDelivered);   // chains 4-6
+      EXPECT_EQ(deliver(64), RxStatus::kDelivered);     // chain 7
+    } else {
+      post(100, 1);
+      post(2048, 3);
+      EXPECT_EQ(deliver(1000), RxStatus::kDropped);     // chain 0 is too small: kept
+      EXPECT_EQ(deliver(60), RxStatus::kDelivered);     // chain 0
+      EXPECT_EQ(deliver(1000), RxStatus::kDelivered);   // chain 1
+      EXPECT_EQ(deliver(1000), RxStatus::kDelivered);   // chain 2
+    }
+    writer.release(g.q.device);
+    g.q.device.publish_used(g.mem.map());
+    std::vector<uint16_t> used;
+    while (auto element = g.q.driver.reap()) used.push_back(static_cast<uint16_t>(element->id));
+    const size_t expected = mrg ? 8 : 3;
+    ASSERT_EQ(used.size(), expected);
+    EXPECT_EQ(used, std::vector<uint16_t>(heads.begin(), heads.begin() + static_cast<std::ptrdiff_t>(expected)));
+  }
+}
+
 }  // namespace
 }  // namespace uvhost::virtio

@@ -8,10 +8,17 @@
 // Contract
 // --------
 //  - offered_net_features(pairs, backend): what GET_FEATURES answers: the base set
-//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, MTU, STATUS,
-//    GUEST_ANNOUNCE, PROTOCOL_FEATURES, LOG_ALL, and MQ with more than one pair) plus
+//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, IN_ORDER, MTU,
+//    STATUS, GUEST_ANNOUNCE, PROTOCOL_FEATURES, LOG_ALL, and MQ with more than one pair) plus
 //    what the port's backend can honour (`backend`, only offload bits count: see
 //    kBackendSettable; others are ignored).
+//  - IN_ORDER (virtio 1.2, 2.7.9) is a promise about the device, which holds for every
+//    port: a ring is served by one worker, which pops chains in the order the driver
+//    made them available, gives back the ones it cannot use yet by un-popping them (they
+//    are popped again, in the same order), and writes their used entries in pop order.
+//    The device still writes one used entry per chain (the spec's "MAY" write only the
+//    last of a batch is not taken), so a driver that ignores the bit reads the same
+//    ring. Drivers with an in-order path (DPDK's virtio PMD) free descriptors in order.
 //  - feature_names(word): net_feature::names() with vhost-user's two bits named too
 //    (LOG_ALL, PROTOCOL_FEATURES, after the others).
 #pragma once
@@ -37,6 +44,7 @@ inline constexpr uint64_t kNetMq = mask(nf::kMq);
 inline constexpr uint64_t kLogAll = bit(26);            // VHOST_F_LOG_ALL
 inline constexpr uint64_t kRingIndirectDesc = mask(nf::kRingIndirectDesc);
 inline constexpr uint64_t kRingEventIdx = mask(nf::kRingEventIdx);
+inline constexpr uint64_t kInOrder = mask(nf::kInOrder);
 inline constexpr uint64_t kProtocolFeatures = bit(30);  // VHOST_USER_F_PROTOCOL_FEATURES
 inline constexpr uint64_t kVersion1 = mask(nf::kVersion1);
 // The bits a backend may add to the offer: the offloads it honours.
@@ -59,7 +67,7 @@ inline constexpr uint64_t kImplemented = kMq | kLogShmfd | kRarp | kReplyAck | k
 // honours `backend_features` (see the contract).
 constexpr uint64_t offered_net_features(uint32_t queue_pairs, uint64_t backend_features = 0) {
   return feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kRingIndirectDesc |
-         feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
+         feature::kInOrder | feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
          feature::kLogAll | (queue_pairs > 1 ? feature::kNetMq : 0) | (backend_features & feature::kBackendSettable);
 }
 
