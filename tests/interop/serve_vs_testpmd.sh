@@ -228,6 +228,18 @@ mean_ci() {  # prints "mean half_width" (95%, t-distribution) of the numbers on 
     }'
 }
 
+# Prints "LABEL, per run: Gx [lo, hi]": the geometric mean of the per-run ratios
+# num[i] / den[i] and the 95% interval of their mean log (the arrays are given by name).
+ratio_ci() {
+  local label=$1 i r
+  local -n num=$2 den=$3
+  r=($(for ((i = 0; i < ${#num[@]}; i++)); do
+    awk -v b="${num[i]}" -v c="${den[i]}" 'BEGIN { print log(b / c) }'
+  done | mean_ci))
+  awk -v m="${r[0]}" -v h="${r[1]}" -v l="$label" \
+    'BEGIN { printf "%s, per run: %.2fx [%.2f, %.2f]\n", l, exp(m), exp(m - h), exp(m + h) }'
+}
+
 case_bench() {
   local r base_rates=() serve_rates=() also_rates=()
   echo "# sender: testpmd virtio_user txonly, 64-byte packets, CPU 1; receiver on CPU 0; $seconds s per run, $runs runs interleaved"
@@ -279,15 +291,12 @@ case_bench() {
   echo "testpmd virtio_user -> testpmd vhost PMD: ${a[0]} ±${a[1]} Mpps (n=${#base_rates[@]})"
   echo "testpmd virtio_user -> uvhost serve sink: ${b[0]} ±${b[1]} Mpps (n=${#serve_rates[@]})"
   awk -v a="${a[0]}" -v b="${b[0]}" 'BEGIN { if (a > 0) printf "uvhost / testpmd: %.2fx\n", b / a }'
+  ((${#base_rates[@]} == ${#serve_rates[@]})) && ratio_ci "uvhost / testpmd" serve_rates base_rates
   if [[ -n $also_vdev && ${#also_rates[@]} -eq ${#serve_rates[@]} ]]; then
-    local c i ratio
+    local c
     c=($(printf '%s\n' "${also_rates[@]}" | awk '{print $1/1e6}' | mean_ci))
     echo "testpmd virtio_user ($also_vdev) -> uvhost serve sink: ${c[0]} ±${c[1]} Mpps (n=${#also_rates[@]})"
-    ratio=($(for ((i = 0; i < ${#serve_rates[@]}; i++)); do
-      awk -v b="${serve_rates[i]}" -v c="${also_rates[i]}" 'BEGIN { print log(b / c) }'
-    done | mean_ci))
-    awk -v m="${ratio[0]}" -v h="${ratio[1]}" -v x="$also_vdev" \
-      'BEGIN { printf "uvhost / uvhost (%s), per run: %.2fx [%.2f, %.2f]\n", x, exp(m), exp(m - h), exp(m + h) }'
+    ratio_ci "uvhost / uvhost ($also_vdev)" serve_rates also_rates
   fi
 }
 
