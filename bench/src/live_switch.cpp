@@ -87,6 +87,10 @@ std::optional<LiveSwitch> live_switch(const Config& a, const Config& b, std::str
           "memory switch live)";
     return std::nullopt;
   }
+  if (a.frontend_in_order != b.frontend_in_order) {
+    why = "A and B differ in the frontend's in_order, negotiated when it connects (each side needs its own connection)";
+    return std::nullopt;
+  }
   if (restart_daemon_flags(a) != restart_daemon_flags(b)) {
     why = "A and B differ in a daemon flag that is fixed at start (only enqueue switches live)";
     return std::nullopt;

@@ -233,6 +233,7 @@ uint32_t guest_windows(double seconds, double slice_seconds) noexcept {
 std::string qemu_config_problem(const Config& config) {
   if (config.backend != BackendKind::kUvhost) return "a guest runs on its own `uvhost serve` (backend=uvhost only)";
   if (config.frontend_spin_ns != 0) return "a guest cannot do injected per-packet frontend work (spin_ns, calibrate)";
+  if (!config.frontend_in_order) return "a guest's driver negotiates its own features (in_order applies to the embedded frontend)";
   return {};
 }
 

@@ -54,7 +54,6 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
   }
   if (!(options.slice_seconds > 0)) throw std::runtime_error("the slice must be longer than 0 s");
   if (!(options.settle_seconds >= 0)) throw std::runtime_error("the settle time cannot be negative");
-  const vhost_user::FrontendOptions frontend_options = frontend_options_for(point, options.queue_pairs);
   const uint32_t slices = static_cast<uint32_t>(std::max(1.0, std::round(options.seconds / options.slice_seconds)));
 
   RunDir dir(options.work_dir, "uvhost-bench");
@@ -72,7 +71,9 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
       Side& side = sides[s];
       side.backend = std::make_unique<RunBackend>(side.config, point, options, dir, s == 0 ? "a." : "b.");
       std::string error;
-      side.frontend = vhost_user::connect_frontend(side.backend->socket(), frontend_options, kConnectTimeout, error);
+      side.frontend = vhost_user::connect_frontend(
+          side.backend->socket(), frontend_options_for(point, options.queue_pairs, side.config.frontend_in_order),
+          kConnectTimeout, error);
       if (!side.frontend) {
         throw side.backend->failure(fmt::format("connecting the frontend to {}: {}", side.backend->socket(), error));
       }

@@ -113,6 +113,13 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
         error = fmt::format("spin_ns '{}' is not a number of nanoseconds (0..1e9)", value);
         return std::nullopt;
       }
+    } else if (key == "in_order") {
+      if (!need_value()) return std::nullopt;
+      if (value != "0" && value != "1") {
+        error = fmt::format("in_order '{}' is not 0 or 1 (whether the frontend asks for VIRTIO_F_IN_ORDER)", value);
+        return std::nullopt;
+      }
+      config.frontend_in_order = value == "1";
     } else if (bench_daemon_key(key)) {
       // Checked by serve's own parser, passed as serve's flag for the key with the value
       // in its canonical spelling (enqueue=b is unlock_wake).
@@ -181,6 +188,7 @@ std::string describe(const Config& config) {
     items.push_back(key + "=" + config.serve_args[i + 1]);
   }
   if (config.frontend_spin_ns != 0) items.push_back(fmt::format("spin_ns={}", config.frontend_spin_ns));
+  if (!config.frontend_in_order) items.push_back("in_order=0");
   if (!config.uvhost_binary.empty()) items.push_back("uvhost=" + config.uvhost_binary);
   if (items.empty()) return "backend=uvhost";
   return fmt::format("{}", fmt::join(items, ","));

@@ -86,11 +86,15 @@ TEST(ParseConfig, TestpmdSocketSpin) {
   EXPECT_EQ(s.backend_pid, 123);
   EXPECT_EQ(parse_ok("spin_ns=500").frontend_spin_ns, 500u);
   EXPECT_EQ(parse_ok("spin_ns=500,backend=testpmd").frontend_spin_ns, 500u);
+  EXPECT_TRUE(parse_ok("").frontend_in_order);
+  EXPECT_TRUE(parse_ok("in_order=1").frontend_in_order);
+  EXPECT_FALSE(parse_ok("in_order=0").frontend_in_order);
+  EXPECT_FALSE(parse_ok("in_order=0,backend=testpmd").frontend_in_order);
 }
 
 TEST(ParseConfig, DescribeParsesBack) {
   for (const char* text : {"poll=adaptive,busy_us=20,memory=mutex", "backend=testpmd,spin_ns=100",
-                           "socket=/run/vu.sock,pid=42", "burst=32,weight=64,exit=any,enqueue=locked_wake"}) {
+                           "in_order=0,poll=always", "socket=/run/vu.sock,pid=42", "burst=32,weight=64,exit=any,enqueue=locked_wake"}) {
     const Config c = parse_ok(text);
     const Config again = parse_ok(describe(c));
     EXPECT_EQ(again.backend, c.backend) << text;
@@ -99,6 +103,7 @@ TEST(ParseConfig, DescribeParsesBack) {
     EXPECT_EQ(again.socket, c.socket) << text;
     EXPECT_EQ(again.backend_pid, c.backend_pid) << text;
     EXPECT_EQ(again.frontend_spin_ns, c.frontend_spin_ns) << text;
+    EXPECT_EQ(again.frontend_in_order, c.frontend_in_order) << text;
   }
 }
 
@@ -138,6 +143,9 @@ TEST(ParseConfig, RefusesMalformedAndConflicting) {
   parse_error("=3");
   parse_error("spin_ns=-1");
   parse_error("spin_ns=abc");
+  parse_error("in_order=2");
+  parse_error("in_order");
+  parse_error("in_order=yes");
   parse_error("pid=12");                          // pid without socket
   parse_error("socket=/x,pid=0");
   parse_error("socket=/x,backend=testpmd");

@@ -16,6 +16,7 @@
 
 #include "uvhost/sync/baseline_locks.h"
 #include "uvhost/sync/qspinlock.h"
+#include "sanitized_build.h"
 
 namespace uvhost::sync {
 namespace {
@@ -52,7 +53,7 @@ TYPED_TEST_SUITE(SectionLockOfEach, Locks);
 TYPED_TEST(SectionLockOfEach, RunIsMutuallyExclusive) {
   auto lock = make_section_lock<TypeParam>();
   constexpr int kThreads = 4;  // spinlocks: more than cores, few enough that preempted holders stay rare
-  constexpr int kSections = 5000;
+  constexpr int kSections = testing_support::kSanitized ? 1000 : 5000;
   uint64_t counter = 0;  // plain: only sections touch it
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)

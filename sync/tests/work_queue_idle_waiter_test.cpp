@@ -26,6 +26,7 @@
 #include "uvhost/sync/cpu_relax.h"
 #include "uvhost/sync/spin_then_park.h"
 #include "uvhost/sync/work_queue.h"
+#include "sanitized_build.h"
 
 namespace uvhost::sync {
 namespace {
@@ -33,17 +34,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using testing_support::kSanitized;
 
 constexpr int64_t kLostWakeupTimeoutNs = 3'000'000'000;
 

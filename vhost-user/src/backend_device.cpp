@@ -452,6 +452,7 @@ BackendDevice::Outcome BackendDevice::try_start(uint32_t index) {
   start.config.address_space = virtio::AddressSpace::kFrontendVirtual;
   start.config.event_idx = (acked_features_ & feature::kRingEventIdx) != 0;
   start.config.indirect_desc = (acked_features_ & feature::kRingIndirectDesc) != 0;
+  start.config.in_order = (acked_features_ & feature::kInOrder) != 0;
   start.last_avail_index = ring.base;
   start.kick_fd = ring.kick.get();
   start.call_fd = ring.call.get();

@@ -30,6 +30,7 @@ virtio::DriverOptions driver_options(const FrontendOptions& options, uint64_t fe
   virtio::DriverOptions d;
   d.size = options.queue_size;
   d.event_idx = (features & feature::kRingEventIdx) != 0;
+  d.in_order = (features & feature::kInOrder) != 0;
   d.indirect_desc = false;  // one descriptor per buffer: nothing to gain
   return d;
 }

@@ -269,7 +269,7 @@ TEST(FrontendTest, HandshakeNegotiatesFeaturesAndReplyAck) {
   Rig rig(InlineBackend::kSink, FrontendOptions{});
   ASSERT_NE(rig.frontend, nullptr) << rig.error;
   Frontend& frontend = *rig.frontend;
-  const uint64_t wanted = feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx |
+  const uint64_t wanted = feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kInOrder |
                           feature::kProtocolFeatures;
   EXPECT_EQ(frontend.features(), wanted);  // exactly what we asked that the backend offers
   EXPECT_EQ(frontend.protocol_features(), protocol::kReplyAck | protocol::kMq);
@@ -934,7 +934,8 @@ TEST(FrontendScriptedTest, HandshakeFollowsTheSpecOrderWithNeedReply) {
   }
   EXPECT_EQ(std::get<uint64_t>(seen[2].payload), protocol::kReplyAck | protocol::kMq);
   EXPECT_EQ(std::get<uint64_t>(seen[5].payload), feature::kVersion1 | feature::kNetMrgRxbuf |
-                                                     feature::kRingEventIdx | feature::kProtocolFeatures);
+                                                     feature::kRingEventIdx | feature::kInOrder |
+                                                     feature::kProtocolFeatures);
   EXPECT_EQ(seen[6].fds, 1u);   // the memfd
   EXPECT_EQ(seen[10].fds, 1u);  // call eventfd
   EXPECT_EQ(seen[11].fds, 1u);  // kick eventfd

@@ -8,7 +8,8 @@
 // Input layout (little-endian), kept in sync with make_corpus.py:
 //   [0]      flags: bit0 EVENT_IDX, bit1 INDIRECT_DESC, bit2 MRG_RXBUF,
 //                   bit3 frontend (vhost-user) ring addresses, bits4-5 chain direction
-//                   (0 any, 1 readable only, 2 writable only), bit6 legacy 10-byte header
+//                   (0 any, 1 readable only, 2 writable only), bit6 legacy 10-byte header,
+//                   bit7 IN_ORDER (batched used entries for read-only runs)
 //   [1]      low nibble: log2(queue size) (mod 9: sizes 1..256); high nibble: chains to
 //            pop in the transmit phase (15: up to 64), the rest is left for receive;
 //            the burst size (pops per pop_burst, and buffers reserved per receive
@@ -112,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.size = 1u << ((data[1] & 15u) % 9);
   config.event_idx = (flags & 1) != 0;
   config.indirect_desc = (flags & 2) != 0;
+  config.in_order = (flags & 128) != 0;
   config.address_space = frontend ? AddressSpace::kFrontendVirtual : AddressSpace::kGuestPhysical;
   config.desc_addr = le32(data + 6) + (frontend ? kFrontendDelta : 0);
   config.avail_addr = le32(data + 10) + (frontend ? kFrontendDelta : 0);

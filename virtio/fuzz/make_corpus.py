@@ -49,6 +49,8 @@ def main():
          last_avail=65534)
     # A buffer spanning regions A and B (0x3ff0..0x4030), ring addresses as frontend ones.
     seed("spanning_frontend", 0x00, [(0x3FF0, 0x40, 0, 0)], [0], frontend=True)
+    # IN_ORDER: four read-only transmit chains (one batched used entry) then a receive.
+    seed("in_order_tx", 0x90, [(0x1000 + 0x100 * i, 64, 0, 0) for i in range(4)], [0, 1, 2, 3], tx_pops=4)
     # Legacy 10-byte header, plain receive.
     seed("rx_legacy", 0x60, [(0x1000, 1514, WRITE, 0)], [0], frame_len=1000, tx_pops=0)
 

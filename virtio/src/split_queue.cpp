@@ -208,23 +208,33 @@ void DeviceQueue::unpop(uint16_t count) noexcept {
   last_avail_ = static_cast<uint16_t>(last_avail_ - count);
 }
 
+void DeviceQueue::store_used_element(uint16_t slot, UsedElement element) {
+  // relaxed: invisible to the driver until the release store of used->idx that follows.
+  if (used_elements_aligned8_) [[likely]] {
+    ring_store<uint64_t>(used_ + used_entry_offset(slot), uint64_t{element.id} | (uint64_t{element.len} << 32),
+                         std::memory_order_relaxed);
+  } else {
+    ring_store<uint32_t>(used_ + used_entry_offset(slot), element.id, std::memory_order_relaxed);
+    ring_store<uint32_t>(used_ + used_entry_offset(slot) + 4, element.len, std::memory_order_relaxed);
+  }
+}
+
 void DeviceQueue::publish_used(const GuestMemoryMap& memory) {
   if (!usable(memory) || used_idx_ == published_used_) return;
-  // relaxed: invisible to the driver until the release store of used->idx below.
-  if (used_elements_aligned8_) [[likely]] {
-    for (uint16_t i = published_used_; i != used_idx_; ++i) {
-      const uint16_t slot = i & index_mask_;
-      const UsedElement element = shadow_[slot];
-      ring_store<uint64_t>(used_ + used_entry_offset(slot), uint64_t{element.id} | (uint64_t{element.len} << 32),
-                           std::memory_order_relaxed);
+  if (config_.in_order) {
+    // VIRTIO_F_IN_ORDER: a run of chains the device only read (written length 0) is
+    // returned as one used entry, in the run's first slot, holding the run's last head;
+    // the driver knows the run's other heads from the order it made them available.
+    // A chain the device wrote into keeps its own entry: its length matters.
+    uint16_t i = published_used_;
+    while (i != used_idx_) {
+      const uint16_t first = i;
+      UsedElement element = shadow_[i++ & index_mask_];
+      while (element.len == 0 && i != used_idx_ && shadow_[i & index_mask_].len == 0) element = shadow_[i++ & index_mask_];
+      store_used_element(first & index_mask_, element);
     }
   } else {
-    for (uint16_t i = published_used_; i != used_idx_; ++i) {
-      const uint16_t slot = i & index_mask_;
-      const UsedElement element = shadow_[slot];
-      ring_store<uint32_t>(used_ + used_entry_offset(slot), element.id, std::memory_order_relaxed);
-      ring_store<uint32_t>(used_ + used_entry_offset(slot) + 4, element.len, std::memory_order_relaxed);
-    }
+    for (uint16_t i = published_used_; i != used_idx_; ++i) store_used_element(i & index_mask_, shadow_[i & index_mask_]);
   }
   // release: the used elements and the bytes written into the driver's buffers happen
   // before the new index; pairs with the driver's read barrier after it loads used->idx.

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -60,7 +61,8 @@ DriverQueue::DriverQueue(const DriverOptions& options, DriverRingArea area, Kick
   for (uint16_t i = 0; i < options.size; ++i) shadow_[i].next = static_cast<uint16_t>(i + 1);
   free_head_ = 0;
   free_count_ = options.size;
-  avail_idx_ = published_avail_ = last_used_ = options.initial_index;
+  avail_idx_ = published_avail_ = last_used_ = batch_end_ = options.initial_index;
+  if (options.in_order) avail_heads_.assign(options.size, 0);
   ring_store<uint16_t>(avail_ + kRingIdxOffset, options.initial_index, std::memory_order_relaxed);
   ring_store<uint16_t>(used_ + kRingIdxOffset, options.initial_index, std::memory_order_relaxed);
   if (options.event_idx) {
@@ -79,6 +81,7 @@ QueueConfig DriverQueue::device_config() const {
   config.used_addr = used_guest_;
   config.event_idx = options_.event_idx;
   config.indirect_desc = options_.indirect_desc;
+  config.in_order = options_.in_order;
   return config;
 }
 
@@ -123,6 +126,7 @@ std::optional<uint16_t> DriverQueue::add_chain(std::span<const Buffer> buffers, 
   }
   head_in_flight_[head] = 1;
   ++in_flight_;
+  if (options_.in_order) avail_heads_[avail_idx_ & (options_.size - 1u)] = head;
   // relaxed: published by the release store of avail->idx in publish().
   ring_store<uint16_t>(avail_ + avail_entry_offset(avail_idx_ & (options_.size - 1u)), head, std::memory_order_relaxed);
   ++avail_idx_;
@@ -166,19 +170,18 @@ void DriverQueue::release_chain(uint16_t head) {
   free_count_ = static_cast<uint16_t>(free_count_ + count);
 }
 
-std::optional<UsedElement> DriverQueue::reap() {
-  // acquire: pairs with the device's release store of used->idx; the element and the
-  // bytes the device wrote into our buffers are visible after it.
-  const uint16_t used_idx = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_acquire);
-  if (used_idx == last_used_ || device_misbehaved_) return std::nullopt;
-  const std::byte* element = used_ + used_entry_offset(last_used_ & (options_.size - 1u));
-  UsedElement used{ring_load<uint32_t>(element, std::memory_order_relaxed),
-                   ring_load<uint32_t>(element + 4, std::memory_order_relaxed)};
-  if (used.id >= options_.size || head_in_flight_[used.id] == 0) {
-    // A device bug or a hostile backend: never free a chain we did not hand out.
-    device_misbehaved_ = true;
-    return std::nullopt;
+std::optional<uint16_t> DriverQueue::in_order_batch_end(uint32_t id, uint16_t published) const {
+  const auto mask = static_cast<uint16_t>(options_.size - 1u);
+  // In order, the chains in flight are exactly the positions last_used_.. onwards.
+  const uint16_t pending = std::min(published, in_flight_);
+  for (uint16_t k = 0; k < pending; ++k) {
+    const uint16_t position = static_cast<uint16_t>(last_used_ + k);
+    if (avail_heads_[position & mask] == id) return static_cast<uint16_t>(position + 1);
   }
+  return std::nullopt;
+}
+
+UsedElement DriverQueue::complete(UsedElement used) {
   ++last_used_;
   head_in_flight_[used.id] = 0;
   --in_flight_;
@@ -188,6 +191,41 @@ std::optional<UsedElement> DriverQueue::reap() {
     ring_store<uint16_t>(avail_ + used_event_offset(options_.size), last_used_, std::memory_order_relaxed);
   }
   return used;
+}
+
+std::optional<UsedElement> DriverQueue::reap() {
+  if (device_misbehaved_) return std::nullopt;
+  if (options_.in_order && last_used_ != batch_end_) {
+    // Inside a batch whose entry was read already: its chains come in avail order.
+    const uint16_t head = avail_heads_[last_used_ & (options_.size - 1u)];
+    const bool last = static_cast<uint16_t>(last_used_ + 1) == batch_end_;
+    return complete(last ? batch_last_ : UsedElement{head, 0});
+  }
+  // acquire: pairs with the device's release store of used->idx; the element and the
+  // bytes the device wrote into our buffers are visible after it.
+  const uint16_t used_idx = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_acquire);
+  if (used_idx == last_used_) return std::nullopt;
+  const std::byte* element = used_ + used_entry_offset(last_used_ & (options_.size - 1u));
+  UsedElement used{ring_load<uint32_t>(element, std::memory_order_relaxed),
+                   ring_load<uint32_t>(element + 4, std::memory_order_relaxed)};
+  if (used.id >= options_.size || head_in_flight_[used.id] == 0) {
+    // A device bug or a hostile backend: never free a chain we did not hand out.
+    device_misbehaved_ = true;
+    return std::nullopt;
+  }
+  if (options_.in_order) {
+    // The entry names the last chain of a batch that starts here; it must lie within
+    // what the device published (used->idx moved past the whole batch).
+    const std::optional<uint16_t> end = in_order_batch_end(used.id, static_cast<uint16_t>(used_idx - last_used_));
+    if (!end) {
+      device_misbehaved_ = true;
+      return std::nullopt;
+    }
+    batch_end_ = *end;
+    batch_last_ = used;
+    return reap();
+  }
+  return complete(used);
 }
 
 void DriverQueue::disable_interrupts() {

@@ -238,6 +238,7 @@ struct PropertyParams {
   uint16_t size;
   bool event_idx;
   bool indirect;
+  bool in_order = false;  // VIRTIO_F_IN_ORDER on both sides: read-only runs come back batched
 };
 
 class SplitQueueProperty : public ::testing::TestWithParam<PropertyParams> {};
@@ -245,14 +246,16 @@ class SplitQueueProperty : public ::testing::TestWithParam<PropertyParams> {};
 TEST_P(SplitQueueProperty, RandomChainsRoundTrip) {
   const PropertyParams params = GetParam();
   for (uint32_t round = 0; round < 20; ++round) {
-    const uint32_t seed = 1000u * params.size + round * 7u + (params.event_idx ? 1u : 0u) + (params.indirect ? 2u : 0u);
+    const uint32_t seed = 1000u * params.size + round * 7u + (params.event_idx ? 1u : 0u) + (params.indirect ? 2u : 0u) +
+                          (params.in_order ? 4u : 0u);
     SCOPED_TRACE(::testing::Message() << "seed " << seed << " size " << params.size << " event_idx "
-                                      << params.event_idx << " indirect " << params.indirect);
+                                      << params.event_idx << " indirect " << params.indirect << " in_order "
+                                      << params.in_order);
     std::mt19937 rng(seed);
     TestMemory mem(256 * 1024, 4);
     QueuePair q(mem, DriverOptions{.size = params.size, .event_idx = params.event_idx,
                                    .indirect_desc = params.indirect, .max_indirect_entries = 8,
-                                   .initial_index = static_cast<uint16_t>(rng())});
+                                   .initial_index = static_cast<uint16_t>(rng()), .in_order = params.in_order});
     struct Expected {
       uint16_t head;
       std::vector<std::byte> readable;
@@ -342,7 +345,88 @@ TEST_P(SplitQueueProperty, RandomChainsRoundTrip) {
 INSTANTIATE_TEST_SUITE_P(Shapes, SplitQueueProperty,
                          ::testing::Values(PropertyParams{1, false, false}, PropertyParams{2, true, true},
                                            PropertyParams{8, false, true}, PropertyParams{16, true, false},
-                                           PropertyParams{64, true, true}, PropertyParams{256, false, true}));
+                                           PropertyParams{64, true, true}, PropertyParams{256, false, true},
+                                           PropertyParams{1, false, false, true}, PropertyParams{8, true, true, true},
+                                           PropertyParams{64, false, false, true}, PropertyParams{256, true, true, true}));
+
+// VIRTIO_F_IN_ORDER's batched used update: chains the device only read go back as one
+// used entry in their run's first slot naming the run's last head; a chain it wrote
+// into keeps its own entry; used->idx counts every chain; the driver hands back every
+// chain, in order, and the slots inside a batch are never written.
+TEST(SplitQueueInOrder, ReadOnlyRunsAreOneUsedEntryAndTheDriverReapsEachChain) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8, .in_order = true});
+  ASSERT_TRUE(q.device.config().in_order);
+  const uint64_t used = q.driver.device_config().used_addr;
+  const std::vector<std::byte> untouched(8 * 8, std::byte{0xee});
+  mem.write(used + 4, untouched);
+  // Chains 0..5: read, read, written (30 bytes), read, read, read.
+  std::vector<uint16_t> heads;
+  for (int i = 0; i < 6; ++i) {
+    const bool written = i == 2;
+    const DriverQueue::Buffer buf{mem.alloc(64), 64, written};
+    const auto head = q.driver.add_chain(std::span(&buf, 1));
+    ASSERT_TRUE(head.has_value());
+    heads.push_back(*head);
+  }
+  q.driver.publish();
+  DescriptorChain chain;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(q.device.pop(mem.map(), chain));
+    q.device.add_used(mem.map(), chain.head, i == 2 ? 30 : 0);
+  }
+  q.device.publish_used(mem.map());
+
+  auto entry = [&](uint32_t slot) {
+    const auto bytes = mem.read(used + 4 + 8 * slot, 8);
+    UsedElement e;
+    std::memcpy(&e, bytes.data(), sizeof e);
+    return e;
+  };
+  const auto idx = mem.read(used + 2, 2);
+  EXPECT_EQ(static_cast<uint16_t>(std::to_integer<uint16_t>(idx[0]) | std::to_integer<uint16_t>(idx[1]) << 8), 6);
+  EXPECT_EQ(entry(0).id, heads[1]) << "run {0, 1}: its first slot names its last head";
+  EXPECT_EQ(entry(0).len, 0u);
+  EXPECT_EQ(entry(1).id, 0xeeeeeeeeu) << "inside a batch: not written";
+  EXPECT_EQ(entry(2).id, heads[2]);
+  EXPECT_EQ(entry(2).len, 30u) << "a chain written into keeps its own entry";
+  EXPECT_EQ(entry(3).id, heads[5]) << "run {3, 4, 5}";
+  EXPECT_EQ(entry(4).id, 0xeeeeeeeeu);
+  EXPECT_EQ(entry(5).id, 0xeeeeeeeeu);
+
+  for (int i = 0; i < 6; ++i) {
+    const auto reaped = q.driver.reap();
+    ASSERT_TRUE(reaped.has_value()) << i;
+    EXPECT_EQ(reaped->id, heads[static_cast<size_t>(i)]);
+    EXPECT_EQ(reaped->len, i == 2 ? 30u : 0u);
+  }
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_EQ(q.driver.in_flight(), 0);
+  EXPECT_EQ(q.driver.free_descriptors(), 8);
+  EXPECT_FALSE(q.driver.device_misbehaved());
+}
+
+// Without VIRTIO_F_IN_ORDER the device writes every entry, read-only or not.
+TEST(SplitQueueInOrder, WithoutTheFeatureEveryChainHasItsEntry) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 4});
+  std::vector<uint16_t> heads;
+  for (int i = 0; i < 3; ++i) {
+    const DriverQueue::Buffer buf{mem.alloc(64), 64, false};
+    heads.push_back(*q.driver.add_chain(std::span(&buf, 1)));
+  }
+  q.driver.publish();
+  DescriptorChain chain;
+  while (q.device.pop(mem.map(), chain)) q.device.add_used(mem.map(), chain.head, 0);
+  q.device.publish_used(mem.map());
+  const uint64_t used = q.driver.device_config().used_addr;
+  for (uint32_t slot = 0; slot < 3; ++slot) {
+    const auto bytes = mem.read(used + 4 + 8 * slot, 4);
+    uint32_t id = 0;
+    std::memcpy(&id, bytes.data(), sizeof id);
+    EXPECT_EQ(id, heads[slot]);
+  }
+}
 
 }  // namespace
 }  // namespace uvhost::virtio
@@ -369,6 +453,28 @@ TEST(SplitQueueDriver, UsedIdNotInFlightStopsReaping) {
   EXPECT_TRUE(q.driver.device_misbehaved());
   EXPECT_EQ(q.driver.in_flight(), 1) << "the real chain stays in flight, nothing freed";
   EXPECT_FALSE(q.driver.reap().has_value()) << "reaping stays stopped";
+}
+
+// An in-order driver checks a batch against what the device published: an entry whose
+// batch would end beyond used->idx (it names a chain further on) is misbehaviour, and
+// nothing of the batch is freed.
+TEST(SplitQueueDriver, InOrderBatchEndingBeyondUsedIndexStopsReaping) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8, .in_order = true});
+  std::vector<uint16_t> heads;
+  for (int i = 0; i < 3; ++i) {
+    const DriverQueue::Buffer buf{mem.alloc(64), 64, false};
+    heads.push_back(*q.driver.add_chain(std::span(&buf, 1)));
+  }
+  q.driver.publish();
+  const uint64_t used = q.driver.device_config().used_addr;
+  const uint32_t element[2] = {heads[2], 0};  // a batch of three...
+  mem.write(used + 4, std::as_bytes(std::span(element)));
+  const uint16_t idx = 2;  // ...but only two published
+  mem.write(used + 2, std::as_bytes(std::span(&idx, 1)));
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_TRUE(q.driver.device_misbehaved());
+  EXPECT_EQ(q.driver.in_flight(), 3);
 }
 }  // namespace
 }  // namespace uvhost::virtio::testing

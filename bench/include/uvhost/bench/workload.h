@@ -92,6 +92,10 @@ struct Config {
   // The frontend does this many ns of CPU work per packet it sends or receives (calibration:
   // a slowdown of known size). 0: none.
   uint64_t frontend_spin_ns = 0;
+  // The frontend asks for VIRTIO_F_IN_ORDER (in_order=1, the default; in_order=0 turns
+  // its in-order path off). Negotiated at connection, so A and B that differ here
+  // never share one connection.
+  bool frontend_in_order = true;
 };
 
 // Parses "backend=testpmd", "poll=busy,busy_us=50,enqueue=lockless", "socket=/tmp/x.sock,pid=123",

@@ -16,9 +16,12 @@
 //    port: a ring is served by one worker, which pops chains in the order the driver
 //    made them available, gives back the ones it cannot use yet by un-popping them (they
 //    are popped again, in the same order), and writes their used entries in pop order.
-//    The device still writes one used entry per chain (the spec's "MAY" write only the
-//    last of a batch is not taken), so a driver that ignores the bit reads the same
-//    ring. Drivers with an in-order path (DPDK's virtio PMD) free descriptors in order.
+//    When the driver acked the bit the device also takes the spec's batched used
+//    update, for chains it only read (transmit): a run of them is one used entry, in
+//    the run's first slot, with the run's last head (DeviceQueue::publish_used). A
+//    chain the device wrote into keeps its own entry, since its length matters. Drivers
+//    with an in-order path (DPDK's virtio PMD, Linux's, our embedded frontend) free
+//    descriptors in order.
 //  - feature_names(word): net_feature::names() with vhost-user's two bits named too
 //    (LOG_ALL, PROTOCOL_FEATURES, after the others).
 #pragma once

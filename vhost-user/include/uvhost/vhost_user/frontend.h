@@ -74,7 +74,7 @@ struct FrontendOptions {
   uint32_t queue_pairs = 1;      // > 1 needs VIRTIO_NET_F_MQ and protocol MQ
   uint32_t buffer_size = 2048;   // bytes per TX/RX buffer, header included
   // Asked for; the negotiated set is this AND what the backend offers.
-  uint64_t features = feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx |
+  uint64_t features = feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kInOrder |
                       feature::kProtocolFeatures;
   uint64_t protocol_features = protocol::kReplyAck | protocol::kMq;
   std::chrono::milliseconds reply_timeout{5000};

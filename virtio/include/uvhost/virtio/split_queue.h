@@ -74,6 +74,7 @@ struct QueueConfig {
   AddressSpace address_space = AddressSpace::kGuestPhysical;
   bool event_idx = false;      // VIRTIO_F_EVENT_IDX negotiated
   bool indirect_desc = false;  // VIRTIO_F_INDIRECT_DESC negotiated
+  bool in_order = false;       // VIRTIO_F_IN_ORDER negotiated: publish_used() batches read-only chains
 };
 
 class DeviceQueue {
@@ -154,7 +155,10 @@ class DeviceQueue {
     used_idx_ = index;
   }
   // Writes the shadow's elements into the used ring and makes them visible (one
-  // release store of used->idx).
+  // release store of used->idx). With config().in_order, consecutive elements of
+  // written length 0 (chains only read: a transmit burst) go out as a single used
+  // entry in the first slot of their run, carrying the run's last head, as
+  // VIRTIO_F_IN_ORDER allows; used->idx still advances by one per chain.
   void publish_used(const GuestMemoryMap& memory);
   // used->idx as last published (the elements from here to used_index() are pending).
   uint16_t published_used_index() const noexcept { return published_used_; }
@@ -185,6 +189,7 @@ class DeviceQueue {
     return resolve_rings(memory);
   }
   bool resolve_rings(const GuestMemoryMap& memory);
+  void store_used_element(uint16_t slot, UsedElement element);
   void fail(QueueError error, const std::string& detail);
 
   std::string name_;

@@ -18,6 +18,13 @@
 //    acquire before used elements are read (reap); a full fence sits between the
 //    avail->idx store and the load of the device's suppression field (publish), and
 //    between re-enabling interrupts and re-checking used->idx.
+//  - VIRTIO_F_IN_ORDER (options.in_order): reap() also takes the device's batched used
+//    update: one used entry, in the batch's first slot, naming the batch's last head.
+//    The batch's earlier chains are those made available before it, in order; reap()
+//    returns each of them with length 0 (the spec gives the device no way to say what
+//    it wrote there, so a device batches only chains it did not write into) and the
+//    last with the entry's length. An entry naming a head that is not among the
+//    chains made available and not yet used counts as device misbehaviour.
 //  - One thread at a time; not thread-safe.
 #pragma once
 
@@ -45,6 +52,7 @@ struct DriverOptions {
   bool indirect_desc = false;
   uint16_t max_indirect_entries = 16;  // per indirect table (one table per head)
   uint16_t initial_index = 0;          // start avail/used indices here (wrap-around tests)
+  bool in_order = false;               // VIRTIO_F_IN_ORDER: accept batched used entries
 };
 
 class DriverQueue {
@@ -74,8 +82,9 @@ class DriverQueue {
   // if its suppression state asks for it. Returns whether it kicked.
   bool publish();
 
-  // Next used entry, if the device published one. nullopt as well once the device
-  // returned a bad entry (see device_misbehaved()).
+  // Next used chain, if the device published one. nullopt as well once the device
+  // returned a bad entry (see device_misbehaved()). With in_order, a batched entry is
+  // returned as one element per chain of its batch (see the contract).
   std::optional<UsedElement> reap();
   // True once the device returned a used id out of range or not in flight.
   bool device_misbehaved() const noexcept { return device_misbehaved_; }
@@ -102,6 +111,11 @@ class DriverQueue {
  private:
   uint16_t take_free_descriptor();
   void release_chain(uint16_t head);
+  // Returns `head` to the free list and the caller (reap()'s common end).
+  UsedElement complete(UsedElement used);
+  // With in_order: where the used entry at last_used_ naming `id` ends its batch (the
+  // position after it), or nullopt if `id` is not pending within `published` entries.
+  std::optional<uint16_t> in_order_batch_end(uint32_t id, uint16_t published) const;
 
   DriverOptions options_;
   DriverRingArea area_;
@@ -114,6 +128,9 @@ class DriverQueue {
 
   std::vector<Descriptor> shadow_;       // our own copy of the descriptor table
   std::vector<uint8_t> head_in_flight_;  // per head: 1 while the device owns it
+  std::vector<uint16_t> avail_heads_;    // in_order: the head made available at each position (mod size)
+  uint16_t batch_end_ = 0;               // in_order: position after the batch being reaped
+  UsedElement batch_last_{};             // in_order: the batch's used entry (its last chain)
   uint16_t free_head_ = 0;
   uint16_t free_count_ = 0;
   uint16_t in_flight_ = 0;
