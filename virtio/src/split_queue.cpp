@@ -219,20 +219,24 @@ void DeviceQueue::store_used_element(uint16_t slot, UsedElement element) {
   }
 }
 
+void DeviceQueue::store_in_order_batches() {
+  // VIRTIO_F_IN_ORDER: a run of chains the device only read (written length 0) is
+  // returned as one used entry, in the run's first slot, holding the run's last head;
+  // the driver knows the run's other heads from the order it made them available.
+  // A chain the device wrote into keeps its own entry: its length matters.
+  uint16_t i = published_used_;
+  while (i != used_idx_) {
+    const uint16_t first = i;
+    UsedElement element = shadow_[i++ & index_mask_];
+    while (element.len == 0 && i != used_idx_ && shadow_[i & index_mask_].len == 0) element = shadow_[i++ & index_mask_];
+    store_used_element(first & index_mask_, element);
+  }
+}
+
 void DeviceQueue::publish_used(const GuestMemoryMap& memory) {
   if (!usable(memory) || used_idx_ == published_used_) return;
-  if (config_.in_order) {
-    // VIRTIO_F_IN_ORDER: a run of chains the device only read (written length 0) is
-    // returned as one used entry, in the run's first slot, holding the run's last head;
-    // the driver knows the run's other heads from the order it made them available.
-    // A chain the device wrote into keeps its own entry: its length matters.
-    uint16_t i = published_used_;
-    while (i != used_idx_) {
-      const uint16_t first = i;
-      UsedElement element = shadow_[i++ & index_mask_];
-      while (element.len == 0 && i != used_idx_ && shadow_[i & index_mask_].len == 0) element = shadow_[i++ & index_mask_];
-      store_used_element(first & index_mask_, element);
-    }
+  if (config_.in_order && static_cast<uint16_t>(used_idx_ - published_used_) > 1) {
+    store_in_order_batches();
   } else {
     for (uint16_t i = published_used_; i != used_idx_; ++i) store_used_element(i & index_mask_, shadow_[i & index_mask_]);
   }

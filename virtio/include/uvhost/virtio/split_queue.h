@@ -189,7 +189,8 @@ class DeviceQueue {
     return resolve_rings(memory);
   }
   bool resolve_rings(const GuestMemoryMap& memory);
-  void store_used_element(uint16_t slot, UsedElement element);
+  [[gnu::always_inline]] inline void store_used_element(uint16_t slot, UsedElement element);
+  void store_in_order_batches();  // publish_used() with VIRTIO_F_IN_ORDER and more than one pending
   void fail(QueueError error, const std::string& detail);
 
   std::string name_;
