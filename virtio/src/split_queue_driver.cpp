@@ -172,8 +172,10 @@ void DriverQueue::release_chain(uint16_t head) {
 
 std::optional<uint16_t> DriverQueue::in_order_batch_end(uint32_t id, uint16_t published) const {
   const auto mask = static_cast<uint16_t>(options_.size - 1u);
-  // In order, the chains in flight are exactly the positions last_used_.. onwards.
-  const uint16_t pending = std::min(published, in_flight_);
+  // In order, the chains the device may return are the positions last_used_ up to
+  // avail->idx as we published it: a chain added but not yet made available is ours.
+  const auto made_available = static_cast<uint16_t>(published_avail_ - last_used_);
+  const uint16_t pending = std::min(published, made_available);
   for (uint16_t k = 0; k < pending; ++k) {
     const uint16_t position = static_cast<uint16_t>(last_used_ + k);
     if (avail_heads_[position & mask] == id) return static_cast<uint16_t>(position + 1);

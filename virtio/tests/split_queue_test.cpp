@@ -476,5 +476,24 @@ TEST(SplitQueueDriver, InOrderBatchEndingBeyondUsedIndexStopsReaping) {
   EXPECT_TRUE(q.driver.device_misbehaved());
   EXPECT_EQ(q.driver.in_flight(), 3);
 }
+
+TEST(SplitQueueDriver, InOrderBatchReachingAChainNotYetMadeAvailableStopsReaping) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8, .in_order = true});
+  std::vector<uint16_t> heads;
+  for (int i = 0; i < 3; ++i) {
+    const DriverQueue::Buffer buf{mem.alloc(64), 64, false};
+    heads.push_back(*q.driver.add_chain(std::span(&buf, 1)));
+    if (i == 1) q.driver.publish();  // the third chain is added, never made available
+  }
+  const uint64_t used = q.driver.device_config().used_addr;
+  const uint32_t element[2] = {heads[2], 0};  // a batch of three, the third not the device's
+  mem.write(used + 4, std::as_bytes(std::span(element)));
+  const uint16_t idx = 3;
+  mem.write(used + 2, std::as_bytes(std::span(&idx, 1)));
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_TRUE(q.driver.device_misbehaved());
+  EXPECT_EQ(q.driver.in_flight(), 3);
+}
 }  // namespace
 }  // namespace uvhost::virtio::testing
