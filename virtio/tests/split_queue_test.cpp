@@ -455,45 +455,53 @@ TEST(SplitQueueDriver, UsedIdNotInFlightStopsReaping) {
   EXPECT_FALSE(q.driver.reap().has_value()) << "reaping stays stopped";
 }
 
-// An in-order driver checks a batch against what the device published: an entry whose
-// batch would end beyond used->idx (it names a chain further on) is misbehaviour, and
-// nothing of the batch is freed.
-TEST(SplitQueueDriver, InOrderBatchEndingBeyondUsedIndexStopsReaping) {
+// An in-order driver checks a batch against what it made available and what the device
+// published. Three one-buffer chains are added, the first `made_available` of them
+// published; the device then writes one used entry naming the third chain (a batch of
+// three) and sets used->idx to `used_idx`. Returns the driver's verdict after one reap().
+struct InOrderBatchVerdict {
+  bool reaped;
+  bool misbehaved;
+  uint16_t in_flight;
+};
+InOrderBatchVerdict reap_batch_of_three(int made_available, uint16_t used_idx) {
   TestMemory mem;
   QueuePair q(mem, DriverOptions{.size = 8, .in_order = true});
   std::vector<uint16_t> heads;
   for (int i = 0; i < 3; ++i) {
     const DriverQueue::Buffer buf{mem.alloc(64), 64, false};
     heads.push_back(*q.driver.add_chain(std::span(&buf, 1)));
+    if (i + 1 == made_available) q.driver.publish();
   }
-  q.driver.publish();
   const uint64_t used = q.driver.device_config().used_addr;
-  const uint32_t element[2] = {heads[2], 0};  // a batch of three...
+  const uint32_t element[2] = {heads[2], 0};
   mem.write(used + 4, std::as_bytes(std::span(element)));
-  const uint16_t idx = 2;  // ...but only two published
-  mem.write(used + 2, std::as_bytes(std::span(&idx, 1)));
-  EXPECT_FALSE(q.driver.reap().has_value());
-  EXPECT_TRUE(q.driver.device_misbehaved());
-  EXPECT_EQ(q.driver.in_flight(), 3);
+  mem.write(used + 2, std::as_bytes(std::span(&used_idx, 1)));
+  const bool reaped = q.driver.reap().has_value();
+  return {reaped, q.driver.device_misbehaved(), q.driver.in_flight()};
 }
 
+TEST(SplitQueueDriver, InOrderBatchOfWhatWasMadeAvailableAndPublishedIsReaped) {
+  const InOrderBatchVerdict verdict = reap_batch_of_three(3, 3);
+  EXPECT_TRUE(verdict.reaped);
+  EXPECT_FALSE(verdict.misbehaved);
+  EXPECT_EQ(verdict.in_flight, 2) << "the first chain of the batch is returned, two to go";
+}
+
+// The batch would end beyond used->idx: only two entries published.
+TEST(SplitQueueDriver, InOrderBatchEndingBeyondUsedIndexStopsReaping) {
+  const InOrderBatchVerdict verdict = reap_batch_of_three(3, 2);
+  EXPECT_FALSE(verdict.reaped);
+  EXPECT_TRUE(verdict.misbehaved);
+  EXPECT_EQ(verdict.in_flight, 3) << "nothing of the batch is freed";
+}
+
+// The batch reaches a chain the driver added but never made available.
 TEST(SplitQueueDriver, InOrderBatchReachingAChainNotYetMadeAvailableStopsReaping) {
-  TestMemory mem;
-  QueuePair q(mem, DriverOptions{.size = 8, .in_order = true});
-  std::vector<uint16_t> heads;
-  for (int i = 0; i < 3; ++i) {
-    const DriverQueue::Buffer buf{mem.alloc(64), 64, false};
-    heads.push_back(*q.driver.add_chain(std::span(&buf, 1)));
-    if (i == 1) q.driver.publish();  // the third chain is added, never made available
-  }
-  const uint64_t used = q.driver.device_config().used_addr;
-  const uint32_t element[2] = {heads[2], 0};  // a batch of three, the third not the device's
-  mem.write(used + 4, std::as_bytes(std::span(element)));
-  const uint16_t idx = 3;
-  mem.write(used + 2, std::as_bytes(std::span(&idx, 1)));
-  EXPECT_FALSE(q.driver.reap().has_value());
-  EXPECT_TRUE(q.driver.device_misbehaved());
-  EXPECT_EQ(q.driver.in_flight(), 3);
+  const InOrderBatchVerdict verdict = reap_batch_of_three(2, 3);
+  EXPECT_FALSE(verdict.reaped);
+  EXPECT_TRUE(verdict.misbehaved);
+  EXPECT_EQ(verdict.in_flight, 3) << "nothing of the batch is freed";
 }
 }  // namespace
 }  // namespace uvhost::virtio::testing
