@@ -21,6 +21,7 @@ jobs="${UVHOST_FUZZ_JOBS:-2}"
 # name of the target : its seed corpus
 fuzzers=(
   "virtio_device_fuzz:virtio/fuzz/corpus"
+  "virtio_packed_device_fuzz:virtio/fuzz/corpus-packed"
   "vhost_user_message_fuzz:vhost-user/fuzz/corpus"
   "backends_offload_fuzz:backends/fuzz/corpus"
 )

@@ -402,7 +402,11 @@ void DeviceDatapath::publish_and_signal(Vring& q, const virtio::GuestMemoryMap& 
   q.ring->publish_used(map);
   // Dirty pages after the writes they cover (a log read in between must not miss one).
   if (q.logging() && q.log_used) {
-    vhost_user::log_used_elements(*q.log, q.log_guest_addr, q.ring->used_index(), count, q.ring->config().size);
+    if (q.ring->config().packed) {
+      vhost_user::log_host_writes(*q.log, map, q.ring->last_published_ring_bytes());
+    } else {
+      vhost_user::log_used_elements(*q.log, q.log_guest_addr, q.ring->used_index(), count, q.ring->config().size);
+    }
   }
   if (q.ring->must_signal_guest(map)) {
     if (q.call_fd >= 0) (void)::eventfd_write(q.call_fd, 1);

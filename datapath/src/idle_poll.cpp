@@ -89,7 +89,7 @@ void DeviceDatapath::handle(Vring& q) {
 
 bool DeviceDatapath::has_work(Vring& q) {
   if (q.is_tx) {
-    return q.memory->read([&](const virtio::GuestMemoryMap& map) { return q.ring->available(map) > 0; });
+    return q.memory->read([&](const virtio::GuestMemoryMap& map) { return q.ring->available(map, 1) > 0; });
   }
   // Receive: frames injected. (A pull backend's fd, a kick, and any other reason to
   // run show up as our handler being queued: maybe_poll_events() dispatches them.)
@@ -224,8 +224,8 @@ DeviceDatapath::AfterIdle DeviceDatapath::spin_always(Vring& q, bool (DeviceData
 
 // Receive, waiting in `always` mode: has the guest posted what the held frame needs?
 bool DeviceDatapath::buffers_arrived(Vring& q) {
-  return q.memory->read(
-      [&](const virtio::GuestMemoryMap& map) { return q.ring->available(map) >= q.writer.buffers_wanted(); });
+  const uint16_t wanted = q.writer.buffers_wanted();
+  return q.memory->read([&](const virtio::GuestMemoryMap& map) { return q.ring->available(map, wanted) >= wanted; });
 }
 
 // Go to sleep the `notify` way: transmit re-enables guest kicks and re-checks the

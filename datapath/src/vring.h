@@ -105,7 +105,12 @@ struct Vring {
   // After enabling or disabling guest kicks (used->flags, avail_event written): the
   // used ring's page marked dirty while migration logs.
   void log_kick_fields() noexcept {
-    if (logging() && log_used && ring) vhost_user::log_kick_fields(*log, log_guest_addr, ring->config().size);
+    if (!logging() || !log_used || !ring) return;
+    if (ring->config().packed) {
+      vhost_user::log_packed_device_area(*log, log_guest_addr);
+    } else {
+      vhost_user::log_kick_fields(*log, log_guest_addr, ring->config().size);
+    }
   }
   // The settings the handler follows: the port's, except that a ring without a kick fd
   // (SET_VRING_KICK with VHOST_USER_VRING_NOFD_MASK) is polled, as `always` does: it

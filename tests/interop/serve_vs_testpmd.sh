@@ -3,7 +3,7 @@
 # (net_virtio_user), for ctest and for the baseline figure of the datapath.
 #
 #   serve_vs_testpmd.sh --uvhost PATH CASE [--arrangement serve-server|serve-client]
-#                       [--seconds N] [--runs R] [--port-extra KEYS] [--also-vdev K=V]
+#                       [--seconds N] [--runs R] [--port-extra KEYS] [--also-vdev K=V] [--packed]
 #
 # Cases (the vhost-user issue's interop list):
 #   sink       testpmd virtio_user txonly -> `uvhost serve` sink: testpmd's TX count and
@@ -25,6 +25,8 @@
 #              again, the sender's vdev string extended by K=V (e.g. in_order=0: the
 #              sender's path before uvhost offered IN_ORDER), and the per-run ratios
 #              uvhost / that arm (geometric mean, 95% interval of the log ratios).
+# --packed: testpmd's virtio_user takes packed rings (packed_vq=1) in every case, and
+# the case also checks that RING_PACKED was negotiated.
 # --arrangement: serve-server (uvhost listens, testpmd connects; the default) or
 # serve-client (testpmd's virtio_user listens with server=1, uvhost connects). The
 # `uvhost serve` runs on CPU 0, testpmd on CPU 1.
@@ -35,7 +37,7 @@ TESTPMD_SH=$HERE/testpmd.sh
 # shellcheck source=loopback_books.sh
 source "$HERE/loopback_books.sh"
 
-uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5 port_extra="" also_vdev=""
+uvhost="" case_name="" arrangement=serve-server seconds=3 runs=5 port_extra="" also_vdev="" packed=0
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -44,6 +46,7 @@ while (($#)); do
     --runs) runs=$2; shift 2 ;;
     --port-extra) port_extra=$2; shift 2 ;;  # more port keys, e.g. poll=always,busy_us=50
     --also-vdev) also_vdev=$2; shift 2 ;;    # bench: a third arm (see the header)
+    --packed) packed=1; shift ;;
     sink|loopback|reconnect|bench) case_name=$1; shift ;;
     *) echo "serve_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
@@ -117,8 +120,16 @@ testpmd_flag() { [[ $arrangement == serve-server ]] && echo --client || echo --s
 # Runs testpmd virtio_user in the foreground; its summary line goes to $dir/tp-$tag.out.
 run_testpmd() {
   local tag=$1 mode=$2 secs=$3; shift 3
+  local ring=()
+  ((packed)) && ring=(--vdev-extra packed_vq=1)
   "$TESTPMD_SH" run --role virtio-user --socket "$sock" "$(testpmd_flag)" --mode "$mode" --seconds "$secs" \
-    --cpu 1 --prefix "uvh-sv-$$-$tag" --log "$dir/testpmd-$tag.log" "$@" >"$dir/tp-$tag.out" 2>&1
+    --cpu 1 --prefix "uvh-sv-$$-$tag" --log "$dir/testpmd-$tag.log" "${ring[@]}" "$@" >"$dir/tp-$tag.out" 2>&1
+}
+
+# With --packed: did the connection negotiate packed rings?
+check_ring_format() {
+  ((packed)) || return 0
+  grep -q "negotiated features:.*RING_PACKED" "$dir/serve.log" || fail "testpmd's virtio_user did not negotiate RING_PACKED"
 }
 
 # Waits for serve to log the end of connection N; prints that line.
@@ -149,6 +160,7 @@ case_sink() {
   echo "testpmd virtio_user txonly: sent=$sent tx_mpps=$(awk -v p="$(field "$tp" tx_pps)" 'BEGIN{printf "%.3f", p/1e6}')"
   echo "uvhost serve sink:          received=$got"
   agree "$sent" "$got" || fail "testpmd sent $sent, uvhost serve counted $got"
+  check_ring_format
 }
 
 case_loopback() {
@@ -168,6 +180,7 @@ case_loopback() {
   grep -m1 "negotiated features:" "$dir/serve.log"
   grep -q "negotiated features:.*IN_ORDER" "$dir/serve.log" || fail "testpmd's virtio_user did not negotiate IN_ORDER"
   loopback_books loopback "$tp_tx" "$tp_txd" "$tp_rx" "$sv_from" "$sv_to" "$sv_drop"
+  check_ring_format
 }
 
 case_reconnect() {

@@ -54,7 +54,7 @@ usage:
       --mode also takes icmpecho (answers ARP requests and ICMP echo: a pingable guest).
       --server: this testpmd listens on PATH, --client: it connects. Default: the vhost
       PMD listens and virtio_user connects (the usual QEMU-like arrangement).
-      --vdev-extra: appended to the --vdev string (e.g. mac=02:00:00:00:00:0a);
+      --vdev-extra: appended to the --vdev string (e.g. mac=02:00:00:00:00:0a; repeatable);
       --arg: one more testpmd application argument (e.g. --eth-peer=0,02:00:00:00:00:0b
       for txonly's destination MAC); repeatable.
       --tx-first: send one burst before forwarding (io/macswap against a reflecting
@@ -140,7 +140,7 @@ cmd_run() {
       --txpkts) txpkts=$2; shift 2 ;;
       --tx-first) tx_first=1; shift ;;
       --log) log=$2; shift 2 ;;
-      --vdev-extra) vdev_extra=$2; shift 2 ;;
+      --vdev-extra) vdev_extra+="${vdev_extra:+,}$2"; shift 2 ;;  # may be given more than once
       --arg) extra_args+=("$2"); shift 2 ;;
       *) echo "testpmd.sh run: unknown argument $1" >&2; usage ;;
     esac

@@ -330,7 +330,12 @@ BackendDevice::Outcome BackendDevice::on_set_log_base(Message& message) {
 BackendDevice::Outcome BackendDevice::on_set_vring_num(const VringState& state) {
   RingControl& ring = vrings_[state.index];
   if (ring.started) return fail(fmt::format("ring {} is running", state.index));
-  if (!is_power_of_two(state.num) || state.num > kMaxRingSize) {
+  // A packed ring's size need not be a power of two.
+  if ((acked_features_ & feature::kRingPacked) != 0) {
+    if (state.num == 0 || state.num > kMaxRingSize) {
+      return fail(fmt::format("ring {} size {} is not in 1..{}", state.index, state.num, kMaxRingSize));
+    }
+  } else if (!is_power_of_two(state.num) || state.num > kMaxRingSize) {
     return fail(fmt::format("ring {} size {} is not a power of two in 1..{}", state.index, state.num, kMaxRingSize));
   }
   ring.size = state.num;
@@ -357,16 +362,24 @@ BackendDevice::Outcome BackendDevice::on_set_vring_addr(const VringAddress& addr
 BackendDevice::Outcome BackendDevice::on_set_vring_base(const VringState& state) {
   RingControl& ring = vrings_[state.index];
   if (ring.started) return fail(fmt::format("ring {} is running", state.index));
-  // Split rings: a 16-bit free-running index (packed rings, which put a wrap counter in
-  // bit 15 and more, are not offered).
-  if (state.num > 0xffff) return fail(fmt::format("ring {} base {} does not fit 16 bits", state.index, state.num));
-  ring.base = static_cast<uint16_t>(state.num);
+  // Split rings: a 16-bit free-running index. Packed rings: position | wrap << 15, and
+  // QEMU puts the used side's in the upper 16 bits; the used side is taken equal to the
+  // avail side (the ring stopped drained), as DPDK's vhost library does.
+  const bool packed = (acked_features_ & feature::kRingPacked) != 0;
+  if (!packed && state.num > 0xffff) {
+    return fail(fmt::format("ring {} base {} does not fit 16 bits", state.index, state.num));
+  }
+  ring.base = static_cast<uint16_t>(state.num & 0xffff);
   return {};
 }
 
 BackendDevice::Outcome BackendDevice::on_get_vring_base(const VringState& state) {
   const uint16_t base = stop(state.index);
-  return Outcome{true, {}, Payload{VringState{state.index, base}}};
+  // Packed: the used side in the upper half, as QEMU reads it back; it equals the avail
+  // side, because the datapath stops with every popped chain used.
+  const bool packed = (acked_features_ & feature::kRingPacked) != 0;
+  const uint32_t num = packed ? (uint32_t{base} << 16) | base : base;
+  return Outcome{true, {}, Payload{VringState{state.index, num}}};
 }
 
 BackendDevice::Outcome BackendDevice::on_set_vring_fd(Request request, const VringFd& vring, Message& message) {
@@ -453,6 +466,7 @@ BackendDevice::Outcome BackendDevice::try_start(uint32_t index) {
   start.config.event_idx = (acked_features_ & feature::kRingEventIdx) != 0;
   start.config.indirect_desc = (acked_features_ & feature::kRingIndirectDesc) != 0;
   start.config.in_order = (acked_features_ & feature::kInOrder) != 0;
+  start.config.packed = (acked_features_ & feature::kRingPacked) != 0;
   start.last_avail_index = ring.base;
   start.kick_fd = ring.kick.get();
   start.call_fd = ring.call.get();

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "uvhost/virtio/packed_ring_layout.h"
+
 namespace uvhost::vhost_user {
 
 std::unique_ptr<DirtyLog> DirtyLog::map(base::UniqueFd fd, uint64_t size, uint64_t offset, std::string& error) {
@@ -99,6 +101,10 @@ void log_used_elements(DirtyLog& log, uint64_t log_guest_addr, uint16_t end, uin
 void log_kick_fields(DirtyLog& log, uint64_t log_guest_addr, uint32_t ring_size) noexcept {
   log_used_write(log, log_guest_addr, kUsedFlagsOffset, sizeof(uint16_t));
   log_used_write(log, log_guest_addr, kUsedRingOffset + uint64_t{ring_size} * kUsedElementSize, sizeof(uint16_t));
+}
+
+void log_packed_device_area(DirtyLog& log, uint64_t log_guest_addr) noexcept {
+  log_used_write(log, log_guest_addr, 0, virtio::kPackedEventAreaBytes);
 }
 
 void log_host_writes(DirtyLog& log, const virtio::GuestMemoryMap& map,

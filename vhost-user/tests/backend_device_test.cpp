@@ -163,6 +163,71 @@ TEST(BackendDeviceTest, QemuSetupThenGuestPacketReachesTheBackend) {
   EXPECT_EQ(frontend.sink().queue(1).packets, 3u);  // counted per vring index, across restarts
 }
 
+// VIRTIO_F_RING_PACKED as QEMU drives it: a ring size that is not a power of two, the
+// base as position | wrap << 15 with the used side in the upper half, and
+// GET_VRING_BASE answering both halves for the restart.
+TEST(BackendDeviceTest, PackedRingsStartStopAndRestartFromTheirBase) {
+  GuestRam ram(1 << 20);
+  TestFrontend frontend;
+  EXPECT_NE(frontend.get_u64(Request::kGetFeatures) & feature::kRingPacked, 0u);
+  frontend.negotiate(~uint64_t{0});
+  ASSERT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()}),
+            std::optional<uint64_t>(0));
+  PackedGuestTxQueue tx(ram, kRingsGpa, 100);
+  tx.setup(frontend, 1, 100, 0x80008000u);  // QEMU's fresh ring: position 0, wrap 1, both sides
+  ASSERT_TRUE(frontend.device().vring(1).started);
+
+  tx.transmit(ram, kBuffersGpa, bytes_of("packed one"));
+  tx.transmit(ram, kBuffersGpa + 0x1000, bytes_of("packed two"));
+  EXPECT_EQ(frontend.sink().poll(), 2u);
+  const auto& frame = frontend.sink().last_frame();
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(frame.data()), frame.size()), "packed two");
+  ASSERT_TRUE(tx.driver->reap().has_value());
+  ASSERT_TRUE(tx.driver->reap().has_value());
+  EXPECT_FALSE(tx.driver->device_misbehaved());
+
+  frontend.send(Request::kGetVringBase, Payload{VringState{1, 0}});
+  const auto base = frontend.reply_state(Request::kGetVringBase);
+  ASSERT_TRUE(base.has_value());
+  EXPECT_EQ(base->num, (0x8002u << 16) | 0x8002u) << "position 2, wrap 1, for avail and used";
+  EXPECT_FALSE(frontend.device().vring(1).started);
+
+  tx.transmit(ram, kBuffersGpa + 0x2000, bytes_of("after restart"));
+  ASSERT_EQ(frontend.send_acked(Request::kSetVringBase, Payload{VringState{1, base->num}}), std::optional<uint64_t>(0));
+  ASSERT_EQ(frontend.send_acked(Request::kSetVringKick, Payload{VringFd{1, false}}, {tx.kick.get()}),
+            std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.sink().poll(), 1u);
+  EXPECT_EQ(frontend.sink().queue(1).packets, 3u);
+  ASSERT_TRUE(tx.driver->reap().has_value());
+}
+
+TEST(BackendDeviceTest, SplitRingsKeepTheirSizeAndBaseRules) {
+  TestFrontend frontend;
+  frontend.negotiate();
+  EXPECT_EQ(frontend.send_acked(Request::kSetVringNum, Payload{VringState{0, 100}}), std::optional<uint64_t>(1))
+      << "not a power of two";
+  EXPECT_EQ(frontend.send_acked(Request::kSetVringBase, Payload{VringState{0, 0x10000}}), std::optional<uint64_t>(1))
+      << "more than 16 bits";
+}
+
+TEST(BackendDeviceTest, PackedRingBaseBeyondTheSizeIsRefusedAtStart) {
+  GuestRam ram(1 << 20);
+  TestFrontend frontend;
+  frontend.negotiate(~uint64_t{0});
+  ASSERT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()}),
+            std::optional<uint64_t>(0));
+  PackedGuestTxQueue tx(ram, kRingsGpa, 8);
+  const virtio::QueueConfig config = tx.driver->device_config();
+  ASSERT_EQ(frontend.send_acked(Request::kSetVringNum, Payload{VringState{1, 8}}), std::optional<uint64_t>(0));
+  ASSERT_EQ(frontend.send_acked(Request::kSetVringBase, Payload{VringState{1, 0x8000u | 9}}), std::optional<uint64_t>(0));
+  VringAddress address{1, 0, kFrontendBase + config.desc_addr, kFrontendBase + config.used_addr,
+                       kFrontendBase + config.avail_addr, config.used_addr};
+  ASSERT_EQ(frontend.send_acked(Request::kSetVringAddr, Payload{address}), std::optional<uint64_t>(0));
+  EXPECT_EQ(frontend.send_acked(Request::kSetVringKick, Payload{VringFd{1, false}}, {tx.kick.get()}),
+            std::optional<uint64_t>(1));
+  EXPECT_FALSE(frontend.device().vring(1).started);
+}
+
 TEST(BackendDeviceTest, RingWithoutProtocolFeaturesStartsEnabled) {
   GuestRam ram(1 << 20);
   TestFrontend frontend;

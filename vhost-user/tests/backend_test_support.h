@@ -23,6 +23,7 @@
 #include "uvhost/vhost_user/message.h"
 #include "uvhost/testing/fds.h"
 #include "uvhost/testing/inline_datapath.h"
+#include "uvhost/virtio/packed_queue_driver.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
 namespace uvhost::vhost_user::testing {
@@ -116,8 +117,9 @@ class TestFrontend {
     return reply_u64(request);
   }
 
-  // QEMU's start-up handshake: owner, features, protocol features (all we offer).
-  void negotiate(uint64_t features_mask = ~uint64_t{0}) {
+  // QEMU's start-up handshake: owner, features, protocol features (all we offer, but
+  // RING_PACKED unless the mask asks for it: QEMU's default is packed=off).
+  void negotiate(uint64_t features_mask = ~feature::kRingPacked) {
     ASSERT_EQ(send(Request::kSetOwner), BackendDevice::Progress::kContinue);
     const uint64_t features = get_u64(Request::kGetFeatures);
     const uint64_t protocol = get_u64(Request::kGetProtocolFeatures);
@@ -136,25 +138,28 @@ inline constexpr uint64_t kFrontendBase = 0x7f1200000000;  // "QEMU's" virtual a
 inline constexpr uint64_t kRingsGpa = 0x0;
 inline constexpr uint64_t kBuffersGpa = 0x20000;
 
-// A transmit queue of the "guest": DriverQueue on the shared memfd, and its setup
-// messages (num, base, addr, kick, call, enable) sent to the device.
-struct GuestTxQueue {
+// A transmit queue of the "guest": a split (virtio::DriverQueue) or packed
+// (virtio::PackedDriverQueue) driver on the shared memfd, and its setup messages (num,
+// base, addr, kick, call, enable) sent to the device.
+template <class Driver>
+struct GuestTxQueueOf {
   base::UniqueFd kick = make_eventfd();
   base::UniqueFd call = make_eventfd();
-  std::unique_ptr<virtio::DriverQueue> driver;
+  std::unique_ptr<Driver> driver;
 
-  GuestTxQueue(GuestRam& ram, uint64_t ring_gpa, uint16_t size) {
+  GuestTxQueueOf(GuestRam& ram, uint64_t ring_gpa, uint16_t size) {
     virtio::DriverOptions options;
     options.size = size;
     options.event_idx = true;
-    virtio::DriverRingArea area{ram.host + ring_gpa, ring_gpa, virtio::DriverQueue::required_bytes(options)};
-    driver = std::make_unique<virtio::DriverQueue>(options, area, virtio::eventfd_kick(kick.get()));
+    virtio::DriverRingArea area{ram.host + ring_gpa, ring_gpa, Driver::required_bytes(options)};
+    driver = std::make_unique<Driver>(options, area, virtio::eventfd_kick(kick.get()));
   }
 
-  void setup(TestFrontend& frontend, uint32_t index, uint16_t size) {
+  // `base`: SET_VRING_BASE's num (a packed ring's as QEMU sends it: avail | used << 16).
+  void setup(TestFrontend& frontend, uint32_t index, uint16_t size, uint32_t base = 0) {
     const virtio::QueueConfig config = driver->device_config();
     ASSERT_EQ(frontend.send_acked(Request::kSetVringNum, Payload{VringState{index, size}}), std::optional<uint64_t>(0));
-    ASSERT_EQ(frontend.send_acked(Request::kSetVringBase, Payload{VringState{index, 0}}), std::optional<uint64_t>(0));
+    ASSERT_EQ(frontend.send_acked(Request::kSetVringBase, Payload{VringState{index, base}}), std::optional<uint64_t>(0));
     VringAddress address{index, 0, kFrontendBase + config.desc_addr, kFrontendBase + config.used_addr,
                          kFrontendBase + config.avail_addr, config.used_addr};
     ASSERT_EQ(frontend.send_acked(Request::kSetVringAddr, Payload{address}), std::optional<uint64_t>(0));
@@ -169,11 +174,13 @@ struct GuestTxQueue {
   void transmit(GuestRam& ram, uint64_t gpa, std::span<const std::byte> frame) {
     std::memset(ram.host + gpa, 0, 12);
     std::memcpy(ram.host + gpa + 12, frame.data(), frame.size());
-    const virtio::DriverQueue::Buffer buffer{gpa, static_cast<uint32_t>(12 + frame.size()), false};
+    const typename Driver::Buffer buffer{gpa, static_cast<uint32_t>(12 + frame.size()), false};
     ASSERT_TRUE(driver->add_chain(std::span(&buffer, 1)).has_value());
     driver->publish();
   }
 };
+using GuestTxQueue = GuestTxQueueOf<virtio::DriverQueue>;
+using PackedGuestTxQueue = GuestTxQueueOf<virtio::PackedDriverQueue>;
 
 inline MemoryTable one_region_table(const GuestRam& ram) {
   MemoryTable table;

@@ -59,11 +59,17 @@ void DeviceQueue::reset() {
   last_avail_ = avail_shadow_ = used_idx_ = published_used_ = signalled_used_ = 0;
   signalled_valid_ = false;
   shadow_.reset();
+  packed_avail_ = packed_used_ = PackedPosition{};
+  popped_ = 0;
+  slots_held_ = slots_since_signal_ = 0;
+  popped_slots_.reset();
+  published_pieces_ = 0;
 }
 
 bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory) {
   if (is_broken()) return false;
   config_ = config;
+  if (config.packed) return start_packed(memory);
   if (!is_valid_queue_size(config.size)) {
     fail(QueueError::kBadQueueSize, fmt::format("size {}", config.size));
     return false;
@@ -88,6 +94,7 @@ bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory)
 }
 
 bool DeviceQueue::resolve_rings(const GuestMemoryMap& memory) {
+  if (config_.packed) return resolve_packed_rings(memory);
   const uint32_t size = config_.size;
   const bool by_guest = config_.address_space == AddressSpace::kGuestPhysical;
   auto translate = [&](uint64_t addr, size_t len) {
@@ -127,8 +134,9 @@ void DeviceQueue::set_used_index(uint16_t index) noexcept {
   signalled_valid_ = false;
 }
 
-uint16_t DeviceQueue::available(const GuestMemoryMap& memory) {
+uint16_t DeviceQueue::available(const GuestMemoryMap& memory, uint16_t enough) {
   if (!usable(memory)) return 0;
+  if (config_.packed) return available_packed(enough);
   // acquire: pairs with the driver's barrier before its avail->idx store, so the ring
   // entries and descriptors of every chain up to this index are visible to the relaxed
   // loads that follow. Once per batch: pop() reuses avail_shadow_ until it is used up.
@@ -150,6 +158,7 @@ bool DeviceQueue::pop(const GuestMemoryMap& memory, DescriptorChain& chain, Chai
 size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
                               ChainDirection direction) {
   if (!usable(memory)) [[unlikely]] return 0;
+  if (config_.packed) return pop_burst_packed(memory, chains, direction);
   uint16_t pending = static_cast<uint16_t>(avail_shadow_ - last_avail_);
   if (pending < chains.size()) {
     pending = available(memory);  // the one acquire load of avail->idx for this burst
@@ -194,6 +203,11 @@ size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<Descriptor
 }
 
 void DeviceQueue::prefetch_next_chain(const GuestMemoryMap& memory) {
+  if (config_.packed) {
+    // The next descriptor, available or not: its used descriptor goes in the same slot.
+    if (usable(memory)) __builtin_prefetch(desc_ + size_t{packed_avail_.index} * kDescriptorSize, 1);
+    return;
+  }
   if (last_avail_ == avail_shadow_ || !usable(memory)) return;
   // relaxed: an entry before avail_shadow_, ordered by the acquire load that saw it.
   const uint16_t head =
@@ -205,6 +219,7 @@ void DeviceQueue::prefetch_next_chain(const GuestMemoryMap& memory) {
 
 void DeviceQueue::unpop(uint16_t count) noexcept {
   UVHOST_MISUSE_CHECK(count <= config_.size, "virtio: unpop() of more chains than the queue holds");
+  if (config_.packed) return unpop_packed(count);
   last_avail_ = static_cast<uint16_t>(last_avail_ - count);
 }
 
@@ -235,6 +250,7 @@ void DeviceQueue::store_in_order_batches() {
 
 void DeviceQueue::publish_used(const GuestMemoryMap& memory) {
   if (!usable(memory) || used_idx_ == published_used_) return;
+  if (config_.packed) return publish_used_packed();
   if (config_.in_order && static_cast<uint16_t>(used_idx_ - published_used_) > 1) {
     store_in_order_batches();
   } else {
@@ -248,6 +264,7 @@ void DeviceQueue::publish_used(const GuestMemoryMap& memory) {
 
 bool DeviceQueue::must_signal_guest(const GuestMemoryMap& memory) {
   if (!usable(memory)) return false;
+  if (config_.packed) return must_signal_guest_packed();
   if (signalled_valid_ && published_used_ == signalled_used_) return false;
   // Full fence: we stored used->idx and now load the driver's suppression field; the
   // driver stores that field (re-enabling interrupts) and then loads used->idx. Without
@@ -271,6 +288,7 @@ bool DeviceQueue::must_signal_guest(const GuestMemoryMap& memory) {
 
 void DeviceQueue::disable_guest_kicks(const GuestMemoryMap& memory) {
   if (!usable(memory)) return;
+  if (config_.packed) return disable_guest_kicks_packed();
   // With EVENT_IDX we simply stop advancing avail_event: the driver kicks only when it
   // passes the value we wrote last, at most once. Without it, set NO_NOTIFY.
   if (config_.event_idx) return;
@@ -280,6 +298,7 @@ void DeviceQueue::disable_guest_kicks(const GuestMemoryMap& memory) {
 
 bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
   if (!usable(memory)) return false;
+  if (config_.packed) return enable_guest_kicks_packed();
   if (config_.event_idx) {
     // "Kick me when you publish the entry after the last one I consumed."
     ring_store<uint16_t>(used_ + avail_event_offset(config_.size), last_avail_, std::memory_order_relaxed);
@@ -298,6 +317,7 @@ bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
 bool DeviceQueue::enable_guest_kicks_for_more(const GuestMemoryMap& memory, uint16_t more) {
   if (!usable(memory)) return false;
   if (more == 0) more = 1;
+  if (config_.packed) return enable_guest_kicks_for_more_packed(more);
   // relaxed: a snapshot to compare against; the fence below orders the re-read.
   const uint16_t seen = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
   if (config_.event_idx) {

@@ -12,6 +12,7 @@
 
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/split_queue.h"
+#include "uvhost/virtio/packed_queue_driver.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
 namespace uvhost::virtio::testing {
@@ -99,6 +100,25 @@ struct QueuePair {
   TestMemory& mem;
   uint64_t ring_gpa;
   DriverQueue driver;
+  DeviceQueue device;
+};
+
+// The same with a packed ring (VIRTIO_F_RING_PACKED); the device starts at the
+// driver's base, as vhost-user's SET_VRING_BASE would tell it.
+struct PackedQueuePair {
+  PackedQueuePair(TestMemory& memory, const DriverOptions& options, PackedDriverQueue::Kick kick = {})
+      : mem(memory),
+        ring_gpa(memory.alloc(PackedDriverQueue::required_bytes(options), 4096)),
+        driver(options,
+               DriverRingArea{memory.host(ring_gpa), ring_gpa, PackedDriverQueue::required_bytes(options)},
+               std::move(kick)),
+        device("test-packed-queue") {
+    device.set_last_avail_index(driver.base());
+    if (!device.start(driver.device_config(), memory.map())) throw std::runtime_error("test: device did not start");
+  }
+  TestMemory& mem;
+  uint64_t ring_gpa;
+  PackedDriverQueue driver;
   DeviceQueue device;
 };
 

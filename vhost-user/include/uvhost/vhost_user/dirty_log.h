@@ -81,6 +81,11 @@ void log_used_elements(DirtyLog& log, uint64_t log_guest_addr, uint16_t end, uin
 // Marks used->flags and the used ring's avail_event (after the last element): what
 // enabling or disabling guest kicks writes (NO_NOTIFY, or EVENT_IDX's avail_event).
 void log_kick_fields(DirtyLog& log, uint64_t log_guest_addr, uint32_t ring_size) noexcept;
+// A packed ring's device area (event suppression, logged at log_guest_addr as the spec
+// logs a split ring's used ring): what enabling or disabling guest kicks writes there.
+// Its used descriptors go into the descriptor ring: log_host_writes() with
+// DeviceQueue::last_published_ring_bytes().
+void log_packed_device_area(DirtyLog& log, uint64_t log_guest_addr) noexcept;
 // Marks the guest pages behind host ranges the device wrote (receive buffers), found
 // through `map` (a range outside every region is not guest memory: nothing to mark).
 void log_host_writes(DirtyLog& log, const virtio::GuestMemoryMap& map,

@@ -8,7 +8,7 @@
 // Contract
 // --------
 //  - offered_net_features(pairs, backend): what GET_FEATURES answers: the base set
-//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, IN_ORDER, MTU,
+//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, IN_ORDER, RING_PACKED, MTU,
 //    STATUS, GUEST_ANNOUNCE, PROTOCOL_FEATURES, LOG_ALL, and MQ with more than one pair) plus
 //    what the port's backend can honour (`backend`, only offload bits count: see
 //    kBackendSettable; others are ignored).
@@ -22,6 +22,9 @@
 //    chain the device wrote into keeps its own entry, since its length matters. Drivers
 //    with an in-order path (DPDK's virtio PMD, Linux's, our embedded frontend) free
 //    descriptors in order.
+//  - RING_PACKED: every ring of a device that acked it is a packed ring (DeviceQueue's
+//    packed side); its SET/GET_VRING_BASE carry position | wrap counter << 15, and QEMU
+//    adds the used side's in the upper 16 bits (backend_device.cpp).
 //  - feature_names(word): net_feature::names() with vhost-user's two bits named too
 //    (LOG_ALL, PROTOCOL_FEATURES, after the others).
 #pragma once
@@ -48,6 +51,7 @@ inline constexpr uint64_t kLogAll = bit(26);            // VHOST_F_LOG_ALL
 inline constexpr uint64_t kRingIndirectDesc = mask(nf::kRingIndirectDesc);
 inline constexpr uint64_t kRingEventIdx = mask(nf::kRingEventIdx);
 inline constexpr uint64_t kInOrder = mask(nf::kInOrder);
+inline constexpr uint64_t kRingPacked = mask(nf::kRingPacked);
 inline constexpr uint64_t kProtocolFeatures = bit(30);  // VHOST_USER_F_PROTOCOL_FEATURES
 inline constexpr uint64_t kVersion1 = mask(nf::kVersion1);
 // The bits a backend may add to the offer: the offloads it honours.
@@ -70,7 +74,7 @@ inline constexpr uint64_t kImplemented = kMq | kLogShmfd | kRarp | kReplyAck | k
 // honours `backend_features` (see the contract).
 constexpr uint64_t offered_net_features(uint32_t queue_pairs, uint64_t backend_features = 0) {
   return feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kRingIndirectDesc |
-         feature::kInOrder | feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
+         feature::kInOrder | feature::kRingPacked | feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
          feature::kLogAll | (queue_pairs > 1 ? feature::kNetMq : 0) | (backend_features & feature::kBackendSettable);
 }
 

@@ -16,7 +16,7 @@ using base::to_string;
 
 enum class QueueError {
   kNone,
-  kBadQueueSize,            // not a power of two in 1..32768
+  kBadQueueSize,            // split: not a power of two in 1..32768; packed: not in 1..32768
   kRingMisaligned,          // desc table not 16-, avail not 2-, used not 4-byte aligned
   kRingNotMapped,           // a ring is not inside one guest memory region
   kAvailIndexJump,          // avail->idx moved more than the queue size past us
@@ -36,12 +36,13 @@ enum class QueueError {
   kUnexpectedReadable,      // a device-readable buffer where only writable ones belong
   kRxBufferTooSmall,        // MRG_RXBUF receive buffer smaller than the virtio-net header
   kGuestMemoryFault,        // a ring lies in guest memory whose file was cut short (SIGBUS absorbed)
+  kRingBaseOutOfRange,      // packed: the base's position (SET_VRING_BASE) is not below the queue size
 };
 
 // What each error means, for log lines and test messages.
 inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
     {QueueError::kNone, "no error"},
-    {QueueError::kBadQueueSize, "queue size is not a power of two in 1..32768"},
+    {QueueError::kBadQueueSize, "queue size is out of range (split: a power of two in 1..32768; packed: 1..32768)"},
     {QueueError::kRingMisaligned, "ring is not properly aligned"},
     {QueueError::kRingNotMapped, "ring is not inside guest memory"},
     {QueueError::kAvailIndexJump, "avail index moved by more than the queue size"},
@@ -61,6 +62,7 @@ inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
     {QueueError::kUnexpectedReadable, "device-readable buffer in a chain that must be device-writable"},
     {QueueError::kRxBufferTooSmall, "receive buffer smaller than the virtio-net header (MRG_RXBUF)"},
     {QueueError::kGuestMemoryFault, "guest memory cut short under the device"},
+    {QueueError::kRingBaseOutOfRange, "packed ring base position is not below the queue size"},
 });
 
 constexpr const auto& enum_names(QueueError) noexcept { return kQueueErrorNames; }

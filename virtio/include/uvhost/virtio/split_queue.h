@@ -1,4 +1,5 @@
-// split_queue.h - the device side of one split virtqueue.
+// split_queue.h - the device side of one virtqueue: split, or packed
+// (VIRTIO_F_RING_PACKED, QueueConfig::packed).
 //
 // Contract
 // --------
@@ -41,6 +42,24 @@
 //    ours (a Dekker pattern): without store-load ordering both sides can miss each
 //    other and the queue stalls with work pending. Nothing else needs a fence.
 //
+//  Packed rings (config().packed; packed_queue.cpp, packed_ring_layout.h)
+//  - The same interface and guarantees. desc_addr is the descriptor ring, avail_addr the
+//    driver's event suppression area, used_addr the device's. pop_burst() takes each
+//    chain whose first descriptor is available (its flags loaded with acquire, which
+//    pairs with the driver's release store of them after the rest of the chain) and
+//    walks it (packed_chain_walker.h). publish_used() writes each used descriptor's id
+//    and length, then (one release fence) the flags of all but the first, then the
+//    first's flags with a release store: the driver, which reads the first, sees the
+//    whole run. Chains are used in the order they were popped (the datapath's rule), so
+//    each used descriptor goes where its chain started. IN_ORDER's batched update is
+//    not taken on packed rings (one used descriptor per chain is always allowed).
+//  - Notifications: the driver's area says DISABLE, ENABLE or (EVENT_IDX) DESC with a
+//    position; ours gets DISABLE, or ENABLE / DESC at the next position we will pop.
+//  - last_avail_index() and set_last_avail_index() (before start()): the vhost-user base,
+//    position | wrap counter << 15. start() takes the used position equal to it (the
+//    ring is drained whenever it stops, as DPDK's vhost library also assumes); a base
+//    whose position is beyond the queue size breaks the queue.
+//
 //  Memory map changes
 //  - Every operation takes the current GuestMemoryMap (read inside the guard's read()
 //    section). Ring pointers are cached per map generation and re-translated when a
@@ -48,6 +67,7 @@
 //    used) before that map's read section ends.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -56,6 +76,7 @@
 #include "uvhost/sync/misuse.h"
 #include "uvhost/virtio/descriptor_chain.h"
 #include "uvhost/virtio/guest_memory.h"
+#include "uvhost/virtio/packed_ring_layout.h"
 #include "uvhost/virtio/queue_error.h"
 #include "uvhost/virtio/ring_layout.h"
 
@@ -75,6 +96,7 @@ struct QueueConfig {
   bool event_idx = false;      // VIRTIO_F_EVENT_IDX negotiated
   bool indirect_desc = false;  // VIRTIO_F_INDIRECT_DESC negotiated
   bool in_order = false;       // VIRTIO_F_IN_ORDER negotiated: publish_used() batches read-only chains
+  bool packed = false;         // VIRTIO_F_RING_PACKED: the three addresses are the packed ring's
 };
 
 class DeviceQueue {
@@ -109,8 +131,9 @@ class DeviceQueue {
   void set_used_index(uint16_t index) noexcept;
 
   // Number of chains the driver has made available and we have not popped (one acquire
-  // load of avail->idx). 0 when broken.
-  uint16_t available(const GuestMemoryMap& memory);
+  // load of avail->idx). 0 when broken. A packed ring counts by reading descriptors'
+  // flags and stops once it has counted `enough`.
+  uint16_t available(const GuestMemoryMap& memory, uint16_t enough = UINT16_MAX);
 
   // Pops the next chain into `chain`. false when none is available or the queue is (or
   // just became) broken. Reloads avail->idx only when the batch seen last is used up.
@@ -161,7 +184,13 @@ class DeviceQueue {
   // VIRTIO_F_IN_ORDER allows; used->idx still advances by one per chain.
   void publish_used(const GuestMemoryMap& memory);
   // used->idx as last published (the elements from here to used_index() are pending).
+  // On a packed ring both count chains.
   uint16_t published_used_index() const noexcept { return published_used_; }
+  // Packed rings: the host bytes of the descriptor ring the last publish_used() wrote
+  // (one or two pieces: it may wrap), for dirty-page logging. Empty for a split ring.
+  std::span<const IoPiece> last_published_ring_bytes() const noexcept {
+    return {published_bytes_.data(), published_pieces_};
+  }
 
   // After publish_used(): must the guest be signalled (call eventfd) now? Honors
   // VIRTQ_AVAIL_F_NO_INTERRUPT, or used_event with VIRTIO_F_EVENT_IDX. false when
@@ -193,6 +222,18 @@ class DeviceQueue {
   void store_in_order_batches();  // publish_used() with VIRTIO_F_IN_ORDER and more than one pending
   void fail(QueueError error, const std::string& detail);
 
+  // The packed ring's side of each operation (packed_queue.cpp).
+  bool start_packed(const GuestMemoryMap& memory);
+  bool resolve_packed_rings(const GuestMemoryMap& memory);
+  uint16_t available_packed(uint16_t enough, uint32_t* slots_counted = nullptr);
+  size_t pop_burst_packed(const GuestMemoryMap& memory, std::span<DescriptorChain> chains, ChainDirection direction);
+  void unpop_packed(uint16_t count) noexcept;
+  void publish_used_packed();
+  bool must_signal_guest_packed();
+  void disable_guest_kicks_packed();
+  bool enable_guest_kicks_packed();
+  bool enable_guest_kicks_for_more_packed(uint16_t more);
+
   std::string name_;
   QueueConfig config_{};
   bool started_ = false;
@@ -215,6 +256,18 @@ class DeviceQueue {
   IoVector indirect_table_;     // scratch: host pieces of the indirect table being walked
   std::unique_ptr<UsedElement[]> shadow_;  // used elements by slot, until publish_used()
   bool used_elements_aligned8_ = false;    // each used element is 8-byte aligned in host memory
+
+  // Packed rings: desc_ is the descriptor ring, avail_ the driver's event area, used_
+  // the device's; used_idx_ / published_used_ count chains; index_mask_ masks chain
+  // counts into shadow_ and popped_slots_ (both sized to the power of two >= size).
+  PackedPosition packed_avail_;             // next descriptor to pop
+  PackedPosition packed_used_;              // where the next used descriptor goes
+  uint16_t popped_ = 0;                     // chains popped (free-running)
+  uint32_t slots_held_ = 0;                 // ring slots popped and not yet published as used
+  uint32_t slots_since_signal_ = 0;         // slots published since must_signal_guest() last ran
+  std::unique_ptr<uint16_t[]> popped_slots_;  // ring slots of each popped chain, by pop count
+  std::array<IoPiece, 2> published_bytes_{};  // what the last publish_used() wrote
+  size_t published_pieces_ = 0;
 };
 
 }  // namespace uvhost::virtio

@@ -1,0 +1,587 @@
+// packed_queue_test.cpp - packed virtqueues (VIRTIO_F_RING_PACKED): the device side
+// driven by our packed driver (round trips, indirect chains, wrap-around, ring base,
+// un-pop, notification suppression both ways, IN_ORDER batches), a property test over
+// random chain shapes and ring sizes (not only powers of two), and a hostile guest and
+// a hostile device.
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_guest.h"
+#include "uvhost/virtio/detail/ring_access.h"
+#include "uvhost/virtio/packed_queue_driver.h"
+#include "uvhost/virtio/packed_ring_layout.h"
+#include "uvhost/virtio/split_queue.h"
+
+namespace uvhost::virtio {
+namespace {
+
+using testing::PackedQueuePair;
+using testing::pattern;
+using testing::TestMemory;
+using Buffer = PackedDriverQueue::Buffer;
+
+// Writes a whole descriptor into ring slot `slot`, flags included (a guest that does
+// what it wants).
+void write_raw(const PackedDriverQueue& driver, uint16_t slot, const PackedDescriptor& d) {
+  std::byte* p = driver.desc_ring() + size_t{slot} * kDescriptorSize;
+  detail::ring_store<uint64_t>(p, d.addr, std::memory_order_relaxed);
+  detail::ring_store<uint32_t>(p + kPackedDescLenOffset, d.len, std::memory_order_relaxed);
+  detail::ring_store<uint16_t>(p + kPackedDescIdOffset, d.id, std::memory_order_relaxed);
+  detail::ring_store<uint16_t>(p + kPackedDescFlagsOffset, d.flags, std::memory_order_release);
+}
+uint16_t avail_on_first_lap(uint16_t extra = 0) { return static_cast<uint16_t>(packed_avail_flags(true) | extra); }
+
+TEST(PackedQueue, EmptyRingPopsNothing) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8});
+  DescriptorChain chain;
+  EXPECT_EQ(q.device.available(mem.map()), 0);
+  EXPECT_FALSE(q.device.pop(mem.map(), chain));
+  EXPECT_FALSE(q.device.is_broken());
+  EXPECT_EQ(q.device.last_avail_index(), 0x8000) << "position 0, wrap counter 1";
+}
+
+TEST(PackedQueue, OneChainRoundTrip) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8});
+  const uint64_t out_buf = mem.alloc(100), in_buf = mem.alloc(50);
+  const auto payload = pattern(100, 1);
+  mem.write(out_buf, payload);
+  const Buffer bufs[] = {{out_buf, 100, false}, {in_buf, 50, true}};
+  const auto id = q.driver.add_chain(bufs);
+  ASSERT_TRUE(id.has_value());
+  DescriptorChain chain;
+  EXPECT_FALSE(q.device.pop(mem.map(), chain)) << "added but not published: the first flags are not stored yet";
+  EXPECT_TRUE(q.driver.publish()) << "the device area starts at ENABLE";
+  EXPECT_EQ(q.device.available(mem.map()), 1);
+
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_EQ(chain.head, *id);
+  EXPECT_EQ(chain.descriptor_count, 2u);
+  ASSERT_EQ(chain.readable.total_bytes(), 100u);
+  ASSERT_EQ(chain.writable.total_bytes(), 50u);
+  std::vector<std::byte> got(100);
+  EXPECT_EQ(copy_from_pieces(chain.readable.pieces(), 0, got), 100u);
+  EXPECT_EQ(got, payload);
+  const auto reply = pattern(50, 2);
+  EXPECT_EQ(copy_to_pieces(chain.writable.pieces(), 0, reply), 50u);
+  EXPECT_EQ(q.device.last_avail_index(), 2 | 0x8000);
+  q.device.add_used(mem.map(), chain.head, 50);
+  EXPECT_FALSE(q.driver.reap().has_value()) << "not visible before publish_used";
+  q.device.publish_used(mem.map());
+  EXPECT_TRUE(q.device.must_signal_guest(mem.map()));
+
+  const auto used = q.driver.reap();
+  ASSERT_TRUE(used.has_value());
+  EXPECT_EQ(used->id, *id);
+  EXPECT_EQ(used->len, 50u);
+  EXPECT_EQ(mem.read(in_buf, 50), reply);
+  EXPECT_EQ(q.driver.free_descriptors(), 8);
+  EXPECT_FALSE(q.driver.device_misbehaved());
+}
+
+TEST(PackedQueue, IndirectChainTakesOneSlot) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 4, .indirect_desc = true, .max_indirect_entries = 4});
+  const uint64_t a = mem.alloc(10), b = mem.alloc(20), c = mem.alloc(30);
+  mem.write(a, pattern(10, 3));
+  mem.write(b, pattern(20, 4));
+  const Buffer bufs[] = {{a, 10, false}, {b, 20, false}, {c, 30, true}};
+  const auto id = q.driver.add_chain(bufs, true);
+  ASSERT_TRUE(id.has_value());
+  EXPECT_EQ(q.driver.free_descriptors(), 3);
+  q.driver.publish();
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_EQ(chain.head, *id);
+  EXPECT_EQ(chain.descriptor_count, 4u) << "three entries and the descriptor pointing at the table";
+  EXPECT_EQ(chain.readable.total_bytes(), 30u);
+  EXPECT_EQ(chain.writable.total_bytes(), 30u);
+  EXPECT_EQ(q.device.last_avail_index(), 1 | 0x8000);
+  q.device.add_used(mem.map(), chain.head, 30);
+  q.device.publish_used(mem.map());
+  const auto used = q.driver.reap();
+  ASSERT_TRUE(used.has_value());
+  EXPECT_EQ(used->id, *id);
+  EXPECT_EQ(q.driver.free_descriptors(), 4);
+}
+
+// A ring whose size is not a power of two, a chain running past its end, and the wrap
+// counters flipping: the base encodes the position and the lap.
+TEST(PackedQueue, ChainsWrapAroundTheRingAndTheBaseFollows) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 5, .initial_index = 3});
+  EXPECT_EQ(q.device.last_avail_index(), 3 | 0x8000);
+  const uint64_t buf = mem.alloc(64);
+  const Buffer three[] = {{buf, 8, false}, {buf + 8, 8, false}, {buf + 16, 8, true}};
+  for (int round = 0; round < 4; ++round) {
+    const auto id = q.driver.add_chain(three);
+    ASSERT_TRUE(id.has_value());
+    q.driver.publish();
+    DescriptorChain chain;
+    ASSERT_TRUE(q.device.pop(mem.map(), chain)) << "round " << round;
+    EXPECT_EQ(chain.readable.total_bytes(), 16u);
+    EXPECT_EQ(chain.writable.total_bytes(), 8u);
+    q.device.add_used(mem.map(), chain.head, 8);
+    q.device.publish_used(mem.map());
+    const auto used = q.driver.reap();
+    ASSERT_TRUE(used.has_value());
+    EXPECT_EQ(used->id, *id);
+    EXPECT_EQ(q.device.last_avail_index(), q.driver.base());
+  }
+  // From position 3, 4 chains of 3 slots: 15 = 3 x 5, position 0 after three flips of
+  // the wrap counter (1, 0, 1, 0).
+  EXPECT_EQ(q.device.last_avail_index(), 0);
+  EXPECT_FALSE(q.device.is_broken());
+
+  // A device started again from that base (vhost-user SET_VRING_BASE) carries on.
+  DeviceQueue again("again");
+  again.set_last_avail_index(q.device.last_avail_index());
+  ASSERT_TRUE(again.start(q.driver.device_config(), mem.map()));
+  const auto id = q.driver.add_chain(three);
+  ASSERT_TRUE(id.has_value());
+  q.driver.publish();
+  DescriptorChain chain;
+  ASSERT_TRUE(again.pop(mem.map(), chain));
+  EXPECT_EQ(chain.head, *id);
+  again.add_used(mem.map(), chain.head, 0);
+  again.publish_used(mem.map());
+  const auto used = q.driver.reap();
+  ASSERT_TRUE(used.has_value());
+  EXPECT_EQ(used->id, *id);
+}
+
+TEST(PackedQueue, UnpoppedChainsArePoppedAgainInOrder) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8, .initial_index = 6});
+  const uint64_t buf = mem.alloc(64);
+  std::vector<uint16_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    const Buffer two[] = {{buf, 8, true}, {buf + 8, 8, true}};
+    ids.push_back(*q.driver.add_chain(two));
+  }
+  q.driver.publish();
+  DescriptorChain chains[3];
+  ASSERT_EQ(q.device.pop_burst(mem.map(), chains, ChainDirection::kWritableOnly), 3u);
+  const uint16_t after = q.device.last_avail_index();
+  q.device.unpop(2);
+  EXPECT_EQ(q.device.last_avail_index(), 0 | 0x0000) << "position 6 + 2 = 8 wraps to 0 on the next lap";
+  EXPECT_EQ(q.device.available(mem.map()), 2);
+  EXPECT_EQ(q.device.available(mem.map(), 1), 1) << "counting stops at `enough`";
+  ASSERT_EQ(q.device.pop_burst(mem.map(), std::span(chains).subspan(1), ChainDirection::kWritableOnly), 2u);
+  EXPECT_EQ(chains[1].head, ids[1]);
+  EXPECT_EQ(chains[2].head, ids[2]);
+  EXPECT_EQ(q.device.last_avail_index(), after);
+  for (const auto& c : chains) q.device.add_used(mem.map(), c.head, 16);
+  q.device.publish_used(mem.map());
+  for (uint16_t id : ids) {
+    const auto used = q.driver.reap();
+    ASSERT_TRUE(used.has_value());
+    EXPECT_EQ(used->id, id);
+    EXPECT_EQ(used->len, 16u);
+  }
+}
+
+TEST(PackedQueue, KickSuppressionBothWaysWithoutEventIdx) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8});
+  const uint64_t buf = mem.alloc(64);
+  const Buffer one[] = {{buf, 64, true}};
+  q.device.disable_guest_kicks(mem.map());
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_FALSE(q.driver.publish()) << "DISABLE in the device area";
+  EXPECT_TRUE(q.device.enable_guest_kicks(mem.map())) << "a chain arrived while kicks were off";
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_FALSE(q.device.enable_guest_kicks(mem.map()));
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_TRUE(q.driver.publish()) << "ENABLE";
+
+  q.driver.disable_interrupts();
+  q.device.add_used(mem.map(), chain.head, 1);
+  q.device.publish_used(mem.map());
+  EXPECT_FALSE(q.device.must_signal_guest(mem.map())) << "DISABLE in the driver area";
+  EXPECT_TRUE(q.driver.enable_interrupts()) << "a used descriptor is pending";
+  ASSERT_TRUE(q.driver.reap());
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  q.device.add_used(mem.map(), chain.head, 1);
+  q.device.publish_used(mem.map());
+  EXPECT_TRUE(q.device.must_signal_guest(mem.map()));
+  EXPECT_FALSE(q.device.must_signal_guest(mem.map())) << "nothing published since";
+}
+
+// With EVENT_IDX each side asks for one notification at a position (DESC mode).
+TEST(PackedQueue, EventIdxKicksOnlyWhenThePositionAskedForIsPassed) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8, .event_idx = true});
+  const uint64_t buf = mem.alloc(64);
+  const Buffer one[] = {{buf, 64, false}};
+  EXPECT_FALSE(q.device.enable_guest_kicks(mem.map()));  // DESC at position 0, wrap 1
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_TRUE(q.driver.publish()) << "passes position 0";
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_FALSE(q.driver.publish()) << "position 1 was not asked for";
+  DescriptorChain chains[2];
+  ASSERT_EQ(q.device.pop_burst(mem.map(), chains), 2u);
+  EXPECT_FALSE(q.device.enable_guest_kicks(mem.map()));  // now position 2
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_TRUE(q.driver.publish());
+
+  // Waiting for three more buffers: the kick comes with the third, not before.
+  DescriptorChain third;
+  ASSERT_TRUE(q.device.pop(mem.map(), third));
+  EXPECT_FALSE(q.device.enable_guest_kicks_for_more(mem.map(), 3));
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_FALSE(q.driver.publish());
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_FALSE(q.driver.publish());
+  ASSERT_TRUE(q.driver.add_chain(one));
+  EXPECT_TRUE(q.driver.publish());
+
+  // The driver asks for an interrupt at its next used position.
+  q.device.add_used(mem.map(), chains[0].head, 0);
+  q.device.publish_used(mem.map());
+  EXPECT_TRUE(q.device.must_signal_guest(mem.map()));
+  q.device.add_used(mem.map(), chains[1].head, 0);
+  q.device.publish_used(mem.map());
+  EXPECT_FALSE(q.device.must_signal_guest(mem.map())) << "the driver has not reaped the first yet";
+  ASSERT_TRUE(q.driver.reap());
+  ASSERT_TRUE(q.driver.reap());  // asks for position 2 now
+  q.device.add_used(mem.map(), third.head, 0);
+  q.device.publish_used(mem.map());
+  EXPECT_TRUE(q.device.must_signal_guest(mem.map()));
+}
+
+TEST(PackedQueue, InOrderDriverTakesABatchedUsedDescriptor) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8, .initial_index = 5, .in_order = true});
+  const uint64_t buf = mem.alloc(64);
+  std::vector<uint16_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    const Buffer two[] = {{buf, 8, false}, {buf + 8, 8, false}};
+    ids.push_back(*q.driver.add_chain(two));
+  }
+  q.driver.publish();
+  // A device that batches (DPDK's vhost library does on packed in-order rings): one used
+  // descriptor, in the first chain's slot, naming the last chain; the rest is skipped.
+  write_raw(q.driver, 5, PackedDescriptor{0, 0, ids[2], packed_used_flags(true)});
+  for (uint16_t expected : ids) {
+    const auto used = q.driver.reap();
+    ASSERT_TRUE(used.has_value());
+    EXPECT_EQ(used->id, expected);
+    EXPECT_EQ(used->len, 0u);
+  }
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_EQ(q.driver.next_used(), (PackedPosition{3, false})) << "5 + 6 slots in a ring of 8";
+  EXPECT_EQ(q.driver.free_descriptors(), 8);
+  EXPECT_FALSE(q.driver.device_misbehaved());
+}
+
+// ---------------------------------------------------------------------------------
+// A hostile guest: each violation breaks the queue with its own error, nothing popped.
+
+struct HostileCase {
+  const char* name;
+  QueueError expected;
+  bool indirect_desc;
+  // Writes the ring (first lap, from position 0) and returns nothing.
+  void (*write)(const PackedDriverQueue& driver, TestMemory& mem);
+};
+
+class PackedHostile : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(PackedHostile, BreaksTheQueueWithItsError) {
+  const HostileCase c = GetParam();
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 4, .indirect_desc = c.indirect_desc});
+  c.write(q.driver, mem);
+  DescriptorChain chain;
+  EXPECT_FALSE(q.device.pop(mem.map(), chain));
+  EXPECT_TRUE(q.device.is_broken());
+  EXPECT_EQ(q.device.error(), c.expected) << to_string(q.device.error());
+  // A broken queue does nothing more.
+  q.device.add_used(mem.map(), 0, 0);
+  q.device.publish_used(mem.map());
+  EXPECT_FALSE(q.device.must_signal_guest(mem.map()));
+}
+
+uint64_t buffer(TestMemory& mem) { return mem.alloc(64); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PackedHostile,
+    ::testing::Values(
+        HostileCase{"BufferIdBeyondTheQueueSize", QueueError::kHeadOutOfRange, false,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {buffer(m), 8, 4, avail_on_first_lap()});
+                    }},
+        HostileCase{"ChainThatNeverEnds", QueueError::kChainTooLong, false,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      const uint64_t b = buffer(m);
+                      for (uint16_t s = 0; s < 4; ++s) write_raw(d, s, {b, 8, 0, avail_on_first_lap(kDescFlagNext)});
+                    }},
+        HostileCase{"IndirectWithNext", QueueError::kIndirectWithNext, true,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {buffer(m), 16, 0, avail_on_first_lap(kDescFlagIndirect | kDescFlagNext)});
+                    }},
+        HostileCase{"IndirectAfterNext", QueueError::kIndirectWithNext, true,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      const uint64_t b = buffer(m);
+                      write_raw(d, 1, {b, 16, 0, avail_on_first_lap(kDescFlagIndirect)});
+                      write_raw(d, 0, {b, 8, 0, avail_on_first_lap(kDescFlagNext)});
+                    }},
+        HostileCase{"IndirectNotNegotiated", QueueError::kIndirectNotNegotiated, false,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {buffer(m), 16, 0, avail_on_first_lap(kDescFlagIndirect)});
+                    }},
+        HostileCase{"IndirectTableOfOddLength", QueueError::kIndirectBadLength, true,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {buffer(m), 17, 0, avail_on_first_lap(kDescFlagIndirect)});
+                    }},
+        HostileCase{"IndirectInsideAnIndirectTable", QueueError::kNestedIndirect, true,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      const uint64_t table = m.alloc(32);
+                      const uint64_t b = buffer(m);
+                      write_raw(d, 0, {table, 32, 0, avail_on_first_lap(kDescFlagIndirect)});
+                      // Entries are written through the driver's view of guest memory.
+                      std::byte* entries = m.host(table);
+                      detail::ring_store<uint64_t>(entries, b, std::memory_order_relaxed);
+                      detail::ring_store<uint32_t>(entries + 8, 8, std::memory_order_relaxed);
+                      detail::ring_store<uint64_t>(entries + 16, b, std::memory_order_relaxed);
+                      detail::ring_store<uint32_t>(entries + 24, 8, std::memory_order_relaxed);
+                      detail::ring_store<uint16_t>(entries + 30, kDescFlagIndirect, std::memory_order_relaxed);
+                    }},
+        HostileCase{"IndirectTableOutsideMemory", QueueError::kIndirectNotMapped, true,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {m.end() + 0x1000, 32, 0, avail_on_first_lap(kDescFlagIndirect)});
+                    }},
+        HostileCase{"ZeroLengthBuffer", QueueError::kZeroLengthBuffer, false,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {buffer(m), 0, 0, avail_on_first_lap()});
+                    }},
+        HostileCase{"BufferOutsideMemory", QueueError::kBufferNotMapped, false,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      write_raw(d, 0, {m.end() + 0x1000, 8, 0, avail_on_first_lap()});
+                    }},
+        HostileCase{"BufferWrappingAddressSpace", QueueError::kBufferNotMapped, false,
+                    [](const PackedDriverQueue& d, TestMemory&) {
+                      write_raw(d, 0, {~uint64_t{0} - 4, 64, 0, avail_on_first_lap()});
+                    }},
+        HostileCase{"ReadableAfterWritable", QueueError::kReadableAfterWritable, false,
+                    [](const PackedDriverQueue& d, TestMemory& m) {
+                      const uint64_t b = buffer(m);
+                      write_raw(d, 1, {b, 8, 1, avail_on_first_lap()});
+                      write_raw(d, 0, {b, 8, 0, avail_on_first_lap(kDescFlagNext | kDescFlagWrite)});
+                    }}),
+    [](const ::testing::TestParamInfo<HostileCase>& param_info) { return param_info.param.name; });
+
+TEST(PackedQueue, DirectionIsEnforced) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 4});
+  const uint64_t buf = mem.alloc(64);
+  const Buffer writable[] = {{buf, 8, true}};
+  ASSERT_TRUE(q.driver.add_chain(writable));
+  q.driver.publish();
+  DescriptorChain chain;
+  EXPECT_FALSE(q.device.pop(mem.map(), chain, ChainDirection::kReadableOnly));
+  EXPECT_EQ(q.device.error(), QueueError::kUnexpectedWritable);
+}
+
+TEST(PackedQueue, BaseBeyondTheQueueSizeDoesNotStart) {
+  TestMemory mem;
+  const DriverOptions options{.size = 6};
+  const uint64_t gpa = mem.alloc(PackedDriverQueue::required_bytes(options), 4096);
+  PackedDriverQueue driver(options, DriverRingArea{mem.host(gpa), gpa, PackedDriverQueue::required_bytes(options)});
+  DeviceQueue device("base");
+  device.set_last_avail_index(0x8000 | 6);
+  EXPECT_FALSE(device.start(driver.device_config(), mem.map()));
+  EXPECT_EQ(device.error(), QueueError::kRingBaseOutOfRange);
+}
+
+TEST(PackedQueue, MisalignedOrUnmappedAreasDoNotStart) {
+  TestMemory mem;
+  const DriverOptions options{.size = 8};
+  const uint64_t gpa = mem.alloc(PackedDriverQueue::required_bytes(options), 4096);
+  PackedDriverQueue driver(options, DriverRingArea{mem.host(gpa), gpa, PackedDriverQueue::required_bytes(options)});
+  QueueConfig misaligned = driver.device_config();
+  misaligned.used_addr += 2;
+  DeviceQueue a("misaligned");
+  a.set_last_avail_index(driver.base());
+  EXPECT_FALSE(a.start(misaligned, mem.map()));
+  EXPECT_EQ(a.error(), QueueError::kRingMisaligned);
+  QueueConfig unmapped = driver.device_config();
+  unmapped.desc_addr = mem.end();
+  DeviceQueue b("unmapped");
+  b.set_last_avail_index(driver.base());
+  EXPECT_FALSE(b.start(unmapped, mem.map()));
+  EXPECT_EQ(b.error(), QueueError::kRingNotMapped);
+  QueueConfig too_big = driver.device_config();
+  too_big.size = kMaxQueueSize + 1;
+  DeviceQueue c("size");
+  EXPECT_FALSE(c.start(too_big, mem.map()));
+  EXPECT_EQ(c.error(), QueueError::kBadQueueSize);
+}
+
+// ---------------------------------------------------------------------------------
+// A hostile device: the driver frees nothing it did not hand out.
+
+TEST(PackedQueueDriver, UsedIdNotPublishedStopsReaping) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 4});
+  const uint64_t buf = mem.alloc(64);
+  const Buffer one[] = {{buf, 8, true}};
+  const auto published = q.driver.add_chain(one);
+  q.driver.publish();
+  const auto added = q.driver.add_chain(one);  // never published
+  ASSERT_TRUE(published && added);
+  write_raw(q.driver, 0, PackedDescriptor{0, 8, *added, packed_used_flags(true)});
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_TRUE(q.driver.device_misbehaved());
+  EXPECT_EQ(q.driver.in_flight(), 2);
+}
+
+TEST(PackedQueueDriver, UsedIdOutOfRangeStopsReaping) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 4, .in_order = true});
+  const uint64_t buf = mem.alloc(64);
+  const Buffer one[] = {{buf, 8, true}};
+  ASSERT_TRUE(q.driver.add_chain(one));
+  q.driver.publish();
+  write_raw(q.driver, 0, PackedDescriptor{0, 8, 9, packed_used_flags(true)});
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_TRUE(q.driver.device_misbehaved());
+}
+
+// ---------------------------------------------------------------------------------
+// Random chains through both sides: every byte, id and length checked, over many laps.
+
+struct PackedPropertyParams {
+  uint16_t size;
+  bool event_idx;
+  bool indirect;
+  bool in_order;
+};
+
+class PackedQueueProperty : public ::testing::TestWithParam<PackedPropertyParams> {};
+
+TEST_P(PackedQueueProperty, RandomChainsRoundTrip) {
+  const PackedPropertyParams params = GetParam();
+  for (uint32_t round = 0; round < 20; ++round) {
+    const uint32_t seed = 1000u * params.size + round * 7u + (params.event_idx ? 1u : 0u) + (params.indirect ? 2u : 0u) +
+                          (params.in_order ? 4u : 0u);
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << " size " << params.size << " event_idx "
+                                      << params.event_idx << " indirect " << params.indirect << " in_order "
+                                      << params.in_order);
+    std::mt19937 rng(seed);
+    TestMemory mem(256 * 1024, 4);
+    PackedQueuePair q(mem, DriverOptions{.size = params.size, .event_idx = params.event_idx,
+                                         .indirect_desc = params.indirect, .max_indirect_entries = 8,
+                                         .initial_index = static_cast<uint16_t>(rng()), .in_order = params.in_order});
+    struct Expected {
+      uint16_t id;
+      std::vector<std::byte> readable;
+      std::vector<Buffer> writable;
+      uint32_t writable_bytes;
+    };
+    std::deque<Expected> in_flight;
+    struct Reply {
+      uint16_t id;
+      std::vector<std::byte> bytes;
+      std::vector<Buffer> layout;
+    };
+    std::deque<Reply> replies;
+    DescriptorChain chain;
+    uint32_t completed = 0;
+    for (int step = 0; step < 150; ++step) {
+      const int to_add = static_cast<int>(rng() % 4);
+      for (int i = 0; i < to_add; ++i) {
+        const size_t n = 1 + rng() % std::min<size_t>(8, params.size);
+        const size_t readable = rng() % (n + 1);
+        std::vector<Buffer> bufs;
+        Expected e{};
+        for (size_t b = 0; b < n; ++b) {
+          const auto len = static_cast<uint32_t>(1 + rng() % 300);
+          const bool span = rng() % 16 == 0 && mem.can_span(len);
+          const uint64_t gpa = span ? mem.alloc_spanning(len, 1 + rng() % len) : mem.alloc(len, 1);
+          bufs.push_back({gpa, len, b >= readable});
+          if (b < readable) {
+            const auto bytes = pattern(len, static_cast<uint32_t>(rng()));
+            mem.write(gpa, bytes);
+            e.readable.insert(e.readable.end(), bytes.begin(), bytes.end());
+          } else {
+            e.writable.push_back(bufs.back());
+            e.writable_bytes += len;
+          }
+        }
+        const bool indirect = params.indirect && rng() % 2 == 0;
+        const auto id = q.driver.add_chain(bufs, indirect);
+        if (!id) break;  // ring full
+        e.id = *id;
+        in_flight.push_back(std::move(e));
+      }
+      if (rng() % 2 == 0) q.driver.publish();
+      const int to_pop = static_cast<int>(rng() % 5);
+      const bool give_back = rng() % 8 == 0;
+      std::vector<DescriptorChain> burst(static_cast<size_t>(to_pop));
+      const size_t popped = q.device.pop_burst(mem.map(), burst);
+      size_t keep = popped;
+      if (give_back && popped > 0) {
+        keep = popped - 1 - rng() % popped;  // give back at least one, maybe all
+        q.device.unpop(static_cast<uint16_t>(popped - keep));
+      }
+      for (size_t i = 0; i < keep; ++i) {
+        const DescriptorChain& c = burst[i];
+        ASSERT_FALSE(in_flight.empty());
+        const Expected& e = in_flight.front();
+        ASSERT_EQ(c.head, e.id);
+        ASSERT_EQ(c.readable.total_bytes(), e.readable.size());
+        ASSERT_EQ(c.writable.total_bytes(), e.writable_bytes);
+        std::vector<std::byte> got(e.readable.size());
+        copy_from_pieces(c.readable.pieces(), 0, got);
+        ASSERT_EQ(got, e.readable);
+        const uint32_t written = e.writable_bytes == 0 ? 0 : static_cast<uint32_t>(1 + rng() % e.writable_bytes);
+        auto reply = pattern(written, static_cast<uint32_t>(rng()));
+        copy_to_pieces(c.writable.pieces(), 0, reply);
+        q.device.add_used(mem.map(), c.head, written);
+        replies.push_back(Reply{c.head, std::move(reply), e.writable});
+        in_flight.pop_front();
+      }
+      if (rng() % 2 == 0) {
+        q.device.publish_used(mem.map());
+        (void)q.device.must_signal_guest(mem.map());
+      }
+      while (auto used = q.driver.reap()) {
+        ASSERT_FALSE(replies.empty());
+        const Reply& r = replies.front();
+        ASSERT_EQ(used->id, r.id);
+        ASSERT_EQ(used->len, r.bytes.size());
+        size_t offset = 0;
+        for (const auto& buf : r.layout) {
+          const size_t n = std::min<size_t>(buf.len, r.bytes.size() - offset);
+          const auto begin = r.bytes.begin() + static_cast<std::ptrdiff_t>(offset);
+          ASSERT_EQ(mem.read(buf.guest_addr, n), std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(n)));
+          offset += n;
+        }
+        replies.pop_front();
+        ++completed;
+      }
+      ASSERT_FALSE(q.driver.device_misbehaved());
+    }
+    EXPECT_FALSE(q.device.is_broken()) << to_string(q.device.error());
+    EXPECT_GT(completed, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PackedQueueProperty,
+                         ::testing::Values(PackedPropertyParams{1, false, false, false},
+                                           PackedPropertyParams{3, true, true, false},
+                                           PackedPropertyParams{8, false, true, true},
+                                           PackedPropertyParams{100, true, false, true},
+                                           PackedPropertyParams{256, true, true, false},
+                                           PackedPropertyParams{256, false, false, true}));
+
+}  // namespace
+}  // namespace uvhost::virtio
