@@ -150,7 +150,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--config", o->config,
                   "KEY=VALUE,...: backend=" + base::join_names(bench::kStartedBackendNames, "|") +
                       ", port keys of `uvhost serve --port` (poll=busy, workers=pair, ...), enqueue=, "
-                      "pool_workers=, spin_ns=, in_order=0|1 (the frontend asks for VIRTIO_F_IN_ORDER; default 1), label=, "
+                      "pool_workers=, spin_ns=, in_order=0|1 (the frontend asks for VIRTIO_F_IN_ORDER; default 1), ring=" +
+                      base::join_names(bench::kRingFormatNames, "|") +
+                      " (the virtqueue format the frontend asks for; default split), label=, "
                       "uvhost=PATH (the binary that serves)");
   cmd->add_option("--backend", o->backend, "The backend started for each run")
       ->check(CLI::IsMember(base::names(bench::kStartedBackendNames)));

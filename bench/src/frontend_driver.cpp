@@ -483,7 +483,8 @@ Sides run_idle_window(vhost_user::Frontend& frontend, const DriveSpec& spec,
 
 }  // namespace
 
-vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t queue_pairs, bool in_order) {
+vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t queue_pairs, bool in_order,
+                                                 RingFormat ring) {
   if (point.size < kMinFrameSize || point.size > kMaxFrameSize) {
     throw std::runtime_error(fmt::format("frame size {} outside {}..{}", point.size, kMinFrameSize, kMaxFrameSize));
   }
@@ -502,6 +503,7 @@ vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t qu
   options.queue_pairs = queue_pairs;
   options.buffer_size = kBufferSize;
   if (!in_order) options.features &= ~vhost_user::feature::kInOrder;
+  if (ring == RingFormat::kPacked) options.features |= vhost_user::feature::kRingPacked;
   return options;
 }
 

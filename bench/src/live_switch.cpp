@@ -87,8 +87,9 @@ std::optional<LiveSwitch> live_switch(const Config& a, const Config& b, std::str
           "memory switch live)";
     return std::nullopt;
   }
-  if (a.frontend_in_order != b.frontend_in_order) {
-    why = "A and B differ in the frontend's in_order, negotiated when it connects (each side needs its own connection)";
+  if (a.frontend_in_order != b.frontend_in_order || a.frontend_ring != b.frontend_ring) {
+    why = "A and B differ in the frontend's in_order or ring, negotiated when it connects (each side needs its own "
+          "connection)";
     return std::nullopt;
   }
   if (restart_daemon_flags(a) != restart_daemon_flags(b)) {

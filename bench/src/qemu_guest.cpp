@@ -233,7 +233,9 @@ uint32_t guest_windows(double seconds, double slice_seconds) noexcept {
 std::string qemu_config_problem(const Config& config) {
   if (config.backend != BackendKind::kUvhost) return "a guest runs on its own `uvhost serve` (backend=uvhost only)";
   if (config.frontend_spin_ns != 0) return "a guest cannot do injected per-packet frontend work (spin_ns, calibrate)";
-  if (!config.frontend_in_order) return "a guest's driver negotiates its own features (in_order applies to the embedded frontend)";
+  if (!config.frontend_in_order || config.frontend_ring != RingFormat::kSplit) {
+    return "a guest's driver negotiates its own features (in_order and ring apply to the embedded frontend)";
+  }
   return {};
 }
 

@@ -87,7 +87,7 @@ std::array<RunResult, 2> run_sides(const Config& config, const SecondSide* secon
   }
   if (second != nullptr && options.idle_window) throw std::runtime_error("an idle window is not interleaved");
   if (options.frontend == Frontend::kQemu) return {run_qemu_point(config, point, options), RunResult{}};
-  const vhost_user::FrontendOptions frontend_options = frontend_options_for(point, options.queue_pairs, config.frontend_in_order);
+  const vhost_user::FrontendOptions frontend_options = frontend_options_for(point, options.queue_pairs, config.frontend_in_order, config.frontend_ring);
   const int frontend_cpu = options.pin ? options.frontend_cpu : -1;
 
   RunDir dir(options.work_dir, "uvhost-bench");

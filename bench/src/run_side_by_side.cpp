@@ -72,7 +72,8 @@ std::array<RunResult, 2> run_point_side_by_side(const Config& a, const Config& b
       side.backend = std::make_unique<RunBackend>(side.config, point, options, dir, s == 0 ? "a." : "b.");
       std::string error;
       side.frontend = vhost_user::connect_frontend(
-          side.backend->socket(), frontend_options_for(point, options.queue_pairs, side.config.frontend_in_order),
+          side.backend->socket(), frontend_options_for(point, options.queue_pairs, side.config.frontend_in_order,
+                                                        side.config.frontend_ring),
           kConnectTimeout, error);
       if (!side.frontend) {
         throw side.backend->failure(fmt::format("connecting the frontend to {}: {}", side.backend->socket(), error));

@@ -120,6 +120,14 @@ std::optional<Config> parse_config(std::string_view text, std::string& error) {
         return std::nullopt;
       }
       config.frontend_in_order = value == "1";
+    } else if (key == "ring") {
+      if (!need_value()) return std::nullopt;
+      const std::optional<RingFormat> ring = base::parse_enum<RingFormat>(value);
+      if (!ring) {
+        error = fmt::format("ring '{}' is not split or packed (the virtqueue format the frontend asks for)", value);
+        return std::nullopt;
+      }
+      config.frontend_ring = *ring;
     } else if (bench_daemon_key(key)) {
       // Checked by serve's own parser, passed as serve's flag for the key with the value
       // in its canonical spelling (enqueue=b is unlock_wake).
@@ -189,6 +197,7 @@ std::string describe(const Config& config) {
   }
   if (config.frontend_spin_ns != 0) items.push_back(fmt::format("spin_ns={}", config.frontend_spin_ns));
   if (!config.frontend_in_order) items.push_back("in_order=0");
+  if (config.frontend_ring != RingFormat::kSplit) items.push_back(fmt::format("ring={}", to_string(config.frontend_ring)));
   if (!config.uvhost_binary.empty()) items.push_back("uvhost=" + config.uvhost_binary);
   if (items.empty()) return "backend=uvhost";
   return fmt::format("{}", fmt::join(items, ","));

@@ -81,8 +81,9 @@ TEST(LiveSwitch, RestartKeysAreRefusedWithAReason) {
                         Case{"socket=/a.sock", "socket=/b.sock", "different backends"},
                         Case{"uvhost=/bin/true", "uvhost=/bin/false", "different uvhost binaries"},
                         Case{"", "uvhost=/bin/true", "different uvhost binaries"},
-                        Case{"", "in_order=0", "in_order, negotiated when it connects"},
-                        Case{"backend=testpmd,in_order=0", "backend=testpmd", "in_order"}}) {
+                        Case{"", "in_order=0", "in_order or ring, negotiated when it connects"},
+                        Case{"backend=testpmd,in_order=0", "backend=testpmd", "in_order"},
+                        Case{"", "ring=packed", "in_order or ring, negotiated when it connects"}}) {
     std::string why;
     EXPECT_FALSE(live_switch(parse(c.a), parse(c.b), why)) << c.a << " vs " << c.b;
     EXPECT_NE(why.find(c.reason), std::string::npos) << c.a << " vs " << c.b << ": " << why;

@@ -90,11 +90,17 @@ TEST(ParseConfig, TestpmdSocketSpin) {
   EXPECT_TRUE(parse_ok("in_order=1").frontend_in_order);
   EXPECT_FALSE(parse_ok("in_order=0").frontend_in_order);
   EXPECT_FALSE(parse_ok("in_order=0,backend=testpmd").frontend_in_order);
+  EXPECT_EQ(parse_ok("").frontend_ring, RingFormat::kSplit);
+  EXPECT_EQ(parse_ok("ring=packed").frontend_ring, RingFormat::kPacked);
+  EXPECT_EQ(parse_ok("ring=split,poll=always").frontend_ring, RingFormat::kSplit);
+  std::string error;
+  EXPECT_FALSE(parse_config("ring=ring", error).has_value());
+  EXPECT_NE(error.find("not split or packed"), std::string::npos) << error;
 }
 
 TEST(ParseConfig, DescribeParsesBack) {
   for (const char* text : {"poll=adaptive,busy_us=20,memory=mutex", "backend=testpmd,spin_ns=100",
-                           "in_order=0,poll=always", "socket=/run/vu.sock,pid=42", "burst=32,weight=64,exit=any,enqueue=locked_wake"}) {
+                           "in_order=0,poll=always", "ring=packed,poll=busy", "socket=/run/vu.sock,pid=42", "burst=32,weight=64,exit=any,enqueue=locked_wake"}) {
     const Config c = parse_ok(text);
     const Config again = parse_ok(describe(c));
     EXPECT_EQ(again.backend, c.backend) << text;
@@ -104,6 +110,7 @@ TEST(ParseConfig, DescribeParsesBack) {
     EXPECT_EQ(again.backend_pid, c.backend_pid) << text;
     EXPECT_EQ(again.frontend_spin_ns, c.frontend_spin_ns) << text;
     EXPECT_EQ(again.frontend_in_order, c.frontend_in_order) << text;
+    EXPECT_EQ(again.frontend_ring, c.frontend_ring) << text;
   }
 }
 

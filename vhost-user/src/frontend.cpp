@@ -42,7 +42,7 @@ Frontend::Frontend(Connection connection, const FrontendOptions& options)
 
 Frontend::~Frontend() {
   connection_.close();
-  pairs_.clear();  // DriverQueues point into the mapping: gone before it
+  pairs_.clear();  // the driver rings point into the mapping: gone before it
   if (memory_ != nullptr) ::munmap(memory_, memory_bytes_);
   if (log_ != nullptr) ::munmap(log_, log_bytes_);
 }
@@ -168,7 +168,8 @@ bool Frontend::negotiate() {
 
 bool Frontend::setup_memory() {
   const virtio::DriverOptions d = driver_options(options_, features_);
-  const size_t ring_bytes = align_up(virtio::DriverQueue::required_bytes(d), kPageSize);
+  const bool packed = (features_ & feature::kRingPacked) != 0;
+  const size_t ring_bytes = align_up(virtio::DriverRing::required_bytes(d, packed), kPageSize);
   const size_t buffer_bytes = align_up(size_t{options_.queue_size} * options_.buffer_size, kPageSize);
   const size_t vrings = size_t{options_.queue_pairs} * 2;
   memory_bytes_ = vrings * (ring_bytes + buffer_bytes);
@@ -211,9 +212,9 @@ bool Frontend::setup_memory() {
       vring->kick.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
       vring->call.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
       if (!vring->kick || !vring->call) return fail(fmt::format("frontend: eventfd: {}", std::strerror(errno)));
-      vring->queue = std::make_unique<virtio::DriverQueue>(
+      vring->queue = std::make_unique<virtio::DriverRing>(
           d, virtio::DriverRingArea{vring->ring_host, guest_of(vring->ring_host), ring_bytes},
-          virtio::eventfd_kick(vring->kick.get()));
+          virtio::eventfd_kick(vring->kick.get()), packed);
       // Polling is the default: the device need not signal us until a wait_*() asks.
       vring->queue->disable_interrupts();
     }
@@ -235,8 +236,8 @@ bool Frontend::setup_vrings() {
   for (auto& pair : pairs_) {
     // RX buffers are posted before the ring starts: the device may fill them at once.
     for (uint16_t slot = 0; slot < options_.queue_size; ++slot) {
-      const virtio::DriverQueue::Buffer buffer{pair->rx.slot_guest(slot, options_.buffer_size), options_.buffer_size,
-                                               true};
+      const virtio::DriverRing::Buffer buffer{pair->rx.slot_guest(slot, options_.buffer_size), options_.buffer_size,
+                                              true};
       const std::optional<uint16_t> head = pair->rx.queue->add_chain({&buffer, 1});
       if (!head) return fail("frontend: internal: RX ring full while posting");
       pair->rx.slot_of_head[*head] = slot;
@@ -259,7 +260,7 @@ bool Frontend::setup_vrings() {
         if (!request(Request::kSetVringErr, VringFd{vring->index, false}, err_fd)) return false;
       }
       if (!request(Request::kSetVringNum, VringState{vring->index, options_.queue_size}) ||
-          !request(Request::kSetVringBase, VringState{vring->index, 0}) ||
+          !request(Request::kSetVringBase, VringState{vring->index, vring->queue->initial_base()}) ||
           !request(Request::kSetVringAddr,
                    VringAddress{vring->index, 0, user_addr(config.desc_addr), user_addr(config.used_addr),
                                 user_addr(config.avail_addr), 0}) ||
@@ -304,14 +305,11 @@ bool Frontend::stop() {
                               state.index));
         break;
       }
-      // The next avail entry the device would process lies between the first entry we
-      // have not reaped and the last we made available (mod 2^16): anything else is a
-      // lie about the ring.
-      const virtio::DriverQueue& queue = *vring->queue;
-      const auto reaped = static_cast<uint16_t>(queue.avail_index() - queue.in_flight());
-      if (state.num > 0xffff || static_cast<uint16_t>(state.num - reaped) > queue.in_flight()) {
-        ok = fail(fmt::format("frontend: GET_VRING_BASE for vring {} answered {}, outside [{}, {}]", vring->index,
-                              state.num, reaped, queue.avail_index()));
+      // The next entry the device would process lies between the first we have not
+      // reaped and the last we made available: anything else is a lie about the ring.
+      if (!vring->queue->stopped_base_plausible(state.num)) {
+        ok = fail(fmt::format("frontend: GET_VRING_BASE for vring {} answered {:#x}, which the ring cannot have reached",
+                              vring->index, state.num));
         break;
       }
       vring_bases_[vring->index] = static_cast<uint16_t>(state.num);

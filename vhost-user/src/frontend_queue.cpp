@@ -91,7 +91,7 @@ bool Frontend::enqueue_tx(std::span<const std::byte> frame, uint32_t pair_index,
     const size_t take = std::min<size_t>(buffer_size - used, frame.size() - copied);
     if (take > 0) std::memcpy(buffer + used, frame.data() + copied, take);
     copied += take;
-    pair.tx_chain.push_back(virtio::DriverQueue::Buffer{pair.tx.slot_guest(slot, buffer_size),
+    pair.tx_chain.push_back(virtio::DriverRing::Buffer{pair.tx.slot_guest(slot, buffer_size),
                                                         static_cast<uint32_t>(used + take), false});
   }
   const std::optional<uint16_t> head = pair.tx.queue->add_chain(pair.tx_chain);
@@ -183,7 +183,7 @@ size_t Frontend::poll_rx(const std::function<void(const RxPacket&)>& on_packet, 
   bool reposted = false;
 
   auto repost = [&](uint16_t slot) {
-    const virtio::DriverQueue::Buffer buffer{rx.slot_guest(slot, buffer_size), buffer_size, true};
+    const virtio::DriverRing::Buffer buffer{rx.slot_guest(slot, buffer_size), buffer_size, true};
     const std::optional<uint16_t> head = rx.queue->add_chain({&buffer, 1});
     // Cannot fail: the buffer's own descriptor was just released by reap().
     if (head) rx.slot_of_head[*head] = slot;

@@ -66,7 +66,8 @@ PackedDriverQueue::PackedDriverQueue(const DriverOptions& options, DriverRingAre
   id_state_.assign(options.size, IdState::kFree);
   if (options.in_order) avail_order_.assign(options.size, 0);
   free_slots_ = options.size;
-  next_avail_ = next_used_ = PackedPosition{static_cast<uint16_t>(options.initial_index % options.size), true};
+  start_ = PackedPosition{static_cast<uint16_t>(options.initial_index % options.size), true};
+  next_avail_ = next_used_ = start_;
   // Starting mid-ring: the slots before the start look as if made available and used
   // on this first lap, as they would be in a ring that got here by itself (so on the
   // next lap neither side mistakes their zeros for a descriptor of its own lap).
@@ -225,6 +226,16 @@ std::optional<UsedElement> PackedDriverQueue::reap() {
   if (options_.in_order) return reap_in_order(id, len);
   next_used_.advance(slots_of_id_[id], options_.size);
   return complete(id, len);
+}
+
+bool PackedDriverQueue::stopped_base_plausible(uint16_t base) const noexcept {
+  const PackedPosition device = PackedPosition::decode(base);
+  if (device.index >= options_.size) return false;
+  // Slots from a to b going forward, over the two laps the wrap counter tells apart.
+  const uint32_t laps = 2u * options_.size;
+  auto linear = [&](PackedPosition p) { return p.index + (p.wrap ? 0u : uint32_t{options_.size}); };
+  auto distance = [&](PackedPosition a, PackedPosition b) { return (linear(b) + laps - linear(a)) % laps; };
+  return distance(next_used_, device) <= distance(next_used_, next_avail_);
 }
 
 void PackedDriverQueue::disable_interrupts() {

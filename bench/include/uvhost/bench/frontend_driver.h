@@ -8,7 +8,8 @@
 //    workload: at least 256, and room for 32 frames per ring (stream) or twice the
 //    requests in flight per pair (rr) at the frame's size. Throws std::runtime_error
 //    for a size outside kMinFrameSize..kMaxFrameSize or one no ring can hold. The
-//    frontend asks for VIRTIO_F_IN_ORDER unless `in_order` is false.
+//    frontend asks for VIRTIO_F_IN_ORDER unless `in_order` is false, and for
+//    VIRTIO_F_RING_PACKED when `ring` is packed.
 //  - drive_frontend(frontend, spec) runs spec.warmup_seconds, then the measured window
 //    of spec.seconds, then returns. At the window's start it resets its counters and
 //    the histogram, reads its thread's CPU clock and calls spec.on_window_start(0); at
@@ -94,7 +95,8 @@ struct DriveResult {
   double frontend_cpu_seconds = 0;
 };
 
-vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t queue_pairs, bool in_order = true);
+vhost_user::FrontendOptions frontend_options_for(const Point& point, uint32_t queue_pairs, bool in_order = true,
+                                                 RingFormat ring = RingFormat::kSplit);
 DriveResult drive_frontend(vhost_user::Frontend& frontend, const DriveSpec& spec);
 std::array<DriveResult, 2> drive_frontend_interleaved(vhost_user::Frontend& frontend, const DriveSpec& spec);
 

@@ -66,6 +66,12 @@ struct Point {
 // "rr 64B x1", "rr 64B x16 @10 k/s poisson": how tables and logs name a point.
 std::string describe(const Point& point);
 
+// The virtqueue format the embedded frontend asks for (ring=split|packed).
+enum class RingFormat { kSplit, kPacked };
+inline constexpr auto kRingFormatNames =
+    base::name_table<RingFormat>({{RingFormat::kSplit, "split"}, {RingFormat::kPacked, "packed"}});
+constexpr const auto& enum_names(RingFormat) noexcept { return kRingFormatNames; }
+
 enum class BackendKind {
   kUvhost,   // a `uvhost serve` started for the run (this binary, /proc/self/exe)
   kSocket,   // an already running backend at Config::socket (its CPU: Config::backend_pid)
@@ -96,11 +102,15 @@ struct Config {
   // its in-order path off). Negotiated at connection, so A and B that differ here
   // never share one connection.
   bool frontend_in_order = true;
+  // The frontend asks for packed rings (ring=packed; split, the default, never asks).
+  // Negotiated at connection too.
+  RingFormat frontend_ring = RingFormat::kSplit;
 };
 
 // Parses "backend=testpmd", "poll=busy,busy_us=50,enqueue=lockless", "socket=/tmp/x.sock,pid=123",
 // "spin_ns=500", "label=busy50", "uvhost=/path/to/other/uvhost". Keys: backend
-// (uvhost|testpmd), socket, pid, label, spin_ns, uvhost (an executable), enqueue and
+// (uvhost|testpmd), socket, pid, label, spin_ns, in_order and ring (the frontend's),
+// uvhost (an executable), enqueue and
 // pool_workers (daemon flags); every other key is a port key and is checked against
 // serve's port-spec rules. nullopt with `error` on anything wrong.
 std::optional<Config> parse_config(std::string_view text, std::string& error);

@@ -18,7 +18,9 @@
 //    guest physical addresses start at options.guest_phys_base, frontend addresses are
 //    our own virtual addresses (what SET_VRING_ADDR carries).
 //  - Queues: per queue pair p, RX is vring 2p and TX is vring 2p+1, each a virtio
-//    DriverQueue. A TX frame is one chain: virtio_net_hdr + frame over as many
+//    DriverRing: split, or packed when options.features asks for RING_PACKED and the
+//    backend offers it (SET_VRING_BASE then carries position | wrap << 15 for both
+//    sides, as QEMU sends it). A TX frame is one chain: virtio_net_hdr + frame over as many
 //    buffers as it needs, one descriptor per buffer (a frame needing more buffers than
 //    the ring has is refused). RX buffers are one device-writable descriptor each, all
 //    posted at start and reposted as soon as they are reaped. With MRG_RXBUF a packet
@@ -49,7 +51,7 @@
 //    made available, and every used entry is checked (id in flight, length within the
 //    buffer, at least a header, num_buffers within what is posted). A violation marks
 //    the frontend broken (error() says why); nothing is sent or received after that.
-//  - Threading: one thread at a time, like DriverQueue.
+//  - Threading: one thread at a time, like the driver rings.
 #pragma once
 
 #include <chrono>
@@ -73,7 +75,8 @@ struct FrontendOptions {
   uint16_t queue_size = 256;     // per vring; a power of two
   uint32_t queue_pairs = 1;      // > 1 needs VIRTIO_NET_F_MQ and protocol MQ
   uint32_t buffer_size = 2048;   // bytes per TX/RX buffer, header included
-  // Asked for; the negotiated set is this AND what the backend offers.
+  // Asked for; the negotiated set is this AND what the backend offers. Add
+  // feature::kRingPacked for packed rings.
   uint64_t features = feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kInOrder |
                       feature::kProtocolFeatures;
   uint64_t protocol_features = protocol::kReplyAck | protocol::kMq;
@@ -102,7 +105,7 @@ struct FrontendStats {
   uint64_t rx_packets = 0, rx_buffers = 0, rx_calls_waited = 0;
 };
 
-struct FrontendQueuePair;  // frontend_queue.h: one RX and one TX DriverQueue
+struct FrontendQueuePair;  // frontend_queue.h: one RX and one TX DriverRing
 
 class Frontend {
  public:

@@ -1,17 +1,18 @@
 // frontend_queue.h - the per-queue-pair state of the embedded frontend (frontend.h):
-// an RX and a TX virtio::DriverQueue with their eventfds and packet buffers.
+// an RX and a TX virtio::DriverRing (split or packed) with their eventfds and packet
+// buffers.
 //
 // Contract
 // --------
 //  - Internal to the frontend; public only so that frontend.cpp and frontend_queue.cpp
 //    share it. Every buffer lives in the frontend's shared memfd: `slot` i of a vring
 //    is the buffer at buffers_host + i * buffer_size (guest address buffers_guest + ...).
-//  - A head handed out by DriverQueue maps to the slot its first descriptor points at
+//  - A head (buffer id) handed out by the DriverRing maps to the slot its first descriptor points at
 //    (slot_of_head); kNoSlot marks heads the device does not own. RX chains are one
 //    descriptor (one slot) each. A TX frame larger than one buffer is a chain of
 //    several descriptors, one slot each: tx_next_slot links the slots of one chain in
 //    descriptor order (kNoSlot ends it). Every TX descriptor owns exactly one slot, so
-//    tx_free_slots.size() == the TX DriverQueue's free_descriptors() at all times.
+//    tx_free_slots.size() == the TX DriverRing's free_descriptors() at all times.
 //  - An RX packet that spans several buffers (MRG_RXBUF) is assembled in `assembly`
 //    across poll_rx calls if the device has published only part of it so far.
 #pragma once
@@ -23,7 +24,7 @@
 
 #include "uvhost/base/unique_fd.h"
 #include "uvhost/virtio/net_header.h"
-#include "uvhost/virtio/split_queue_driver.h"
+#include "uvhost/virtio/driver_ring.h"
 
 namespace uvhost::vhost_user {
 
@@ -31,7 +32,7 @@ struct FrontendVring {
   static constexpr uint16_t kNoSlot = 0xffff;
 
   uint32_t index = 0;  // vring number on the wire
-  std::unique_ptr<virtio::DriverQueue> queue;
+  std::unique_ptr<virtio::DriverRing> queue;
   base::UniqueFd kick;
   base::UniqueFd call;
   base::UniqueFd err;  // FrontendOptions::err_fds
@@ -54,7 +55,7 @@ struct FrontendQueuePair {
   FrontendVring tx;
   std::vector<uint16_t> tx_free_slots;
   std::vector<uint16_t> tx_next_slot;                 // per TX slot: the next slot of its chain
-  std::vector<virtio::DriverQueue::Buffer> tx_chain;  // scratch: the chain being added
+  std::vector<virtio::DriverRing::Buffer> tx_chain;   // scratch: the chain being added
   bool tx_unpublished = false;
 
   // MRG_RXBUF assembly of a packet spread over several buffers.

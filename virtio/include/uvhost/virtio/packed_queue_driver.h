@@ -21,8 +21,9 @@
 //    the device skipping the rest of the batch's slots): the chains made available
 //    before that id are returned first, each with length 0, in order.
 //  - options.initial_index places both positions at initial_index % size with wrap
-//    counter 1 (wrap-around tests); base() is the vhost-user ring base to give the
-//    device (DeviceQueue::set_last_avail_index) before it starts.
+//    counter 1 (wrap-around tests); base() is that start as the vhost-user ring base
+//    to give the device (DeviceQueue::set_last_avail_index) before it starts, even
+//    after chains were added (receive buffers posted before the ring starts).
 //  - One thread at a time; not thread-safe.
 #pragma once
 
@@ -48,7 +49,8 @@ class PackedDriverQueue {
   PackedDriverQueue(const DriverOptions& options, DriverRingArea area, Kick kick = {});
 
   QueueConfig device_config() const;
-  uint16_t base() const noexcept { return next_avail_.encode(); }
+  // The base the ring started at (before any chain was added).
+  uint16_t base() const noexcept { return start_.encode(); }
 
   std::optional<uint16_t> add_chain(std::span<const Buffer> buffers, bool indirect = false);
   bool publish();
@@ -57,6 +59,10 @@ class PackedDriverQueue {
 
   void disable_interrupts();
   [[nodiscard]] bool enable_interrupts();
+
+  // Whether a device stopped at `base` (GET_VRING_BASE's avail side: position | wrap
+  // << 15) can have got there: between our next used slot and our next avail slot.
+  bool stopped_base_plausible(uint16_t base) const noexcept;
 
   uint16_t free_descriptors() const noexcept { return free_slots_; }
   uint16_t in_flight() const noexcept { return in_flight_; }
@@ -99,6 +105,7 @@ class PackedDriverQueue {
   std::vector<UsedElement> batch_;        // in_order: chains of a batch still to return
   size_t batch_next_ = 0;
 
+  PackedPosition start_;                  // where both positions started
   PackedPosition next_avail_;             // next slot to fill
   PackedPosition next_used_;              // next slot to reap
   uint16_t free_slots_ = 0;

@@ -95,9 +95,17 @@ class DriverQueue {
   // them: no interrupt may come for those).
   [[nodiscard]] bool enable_interrupts();
 
+  // Whether a device stopped at avail index `index` (GET_VRING_BASE) can have got
+  // there: between the first chain not yet reaped and the last made available.
+  bool stopped_base_plausible(uint16_t index) const noexcept {
+    const auto reaped = static_cast<uint16_t>(avail_idx_ - in_flight_);
+    return static_cast<uint16_t>(index - reaped) <= in_flight_;
+  }
+
   uint16_t free_descriptors() const noexcept { return free_count_; }
   uint16_t in_flight() const noexcept { return in_flight_; }
   uint16_t avail_index() const noexcept { return avail_idx_; }
+  uint16_t initial_index() const noexcept { return options_.initial_index; }
   uint32_t kicks() const noexcept { return kicks_; }
 
   // Raw access for tests that play a hostile guest.
