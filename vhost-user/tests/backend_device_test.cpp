@@ -173,7 +173,7 @@ TEST(BackendDeviceTest, PackedRingsStartStopAndRestartFromTheirBase) {
   frontend.negotiate(~uint64_t{0});
   ASSERT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()}),
             std::optional<uint64_t>(0));
-  PackedGuestTxQueue tx(ram, kRingsGpa, 100);
+  PackedGuestTxQueue tx(ram, kRingsGpa, 100, true);  // IN_ORDER was acked: two chains, one used descriptor
   tx.setup(frontend, 1, 100, 0x80008000u);  // QEMU's fresh ring: position 0, wrap 1, both sides
   ASSERT_TRUE(frontend.device().vring(1).started);
 

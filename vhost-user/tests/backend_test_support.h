@@ -147,10 +147,13 @@ struct GuestTxQueueOf {
   base::UniqueFd call = make_eventfd();
   std::unique_ptr<Driver> driver;
 
-  GuestTxQueueOf(GuestRam& ram, uint64_t ring_gpa, uint16_t size) {
+  // `in_order`: the driver takes the device's batched used updates (a frontend that
+  // acks VIRTIO_F_IN_ORDER must).
+  GuestTxQueueOf(GuestRam& ram, uint64_t ring_gpa, uint16_t size, bool in_order = false) {
     virtio::DriverOptions options;
     options.size = size;
     options.event_idx = true;
+    options.in_order = in_order;
     virtio::DriverRingArea area{ram.host + ring_gpa, ring_gpa, Driver::required_bytes(options)};
     driver = std::make_unique<Driver>(options, area, virtio::eventfd_kick(kick.get()));
   }

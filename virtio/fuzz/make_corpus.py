@@ -93,6 +93,8 @@ def packed_seeds():
                 tx_pops=0)
     # Ring addresses as frontend ones; a buffer spanning regions A and B.
     packed_seed("spanning_frontend", 0x08, [(0x3FF0, 0x40, 0, 0)])
+    # IN_ORDER: four read-only transmit chains (one batched used descriptor).
+    packed_seed("in_order_tx", 0x90, [(0x1000 + 0x100 * i, 64, i, 0) for i in range(4)], tx_pops=4)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 //   [0]      flags: bit0 EVENT_IDX, bit1 INDIRECT_DESC, bit2 MRG_RXBUF, bit3 frontend
 //                   (vhost-user) ring addresses, bits4-5 chain direction (0 any,
 //                   1 readable only, 2 writable only), bit6 give back the second half of
-//                   each burst and pop it again
+//                   each burst and pop it again, bit7 IN_ORDER (batched used
+//                   descriptors for read-only runs)
 //   [1]      queue size - 1 (sizes 1..256, not only powers of two)
 //   [2]      low nibble: burst size - 1; high nibble: chains to pop in the transmit
 //            phase (15: up to 64)
@@ -101,6 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.size = 1u + data[1];
   config.event_idx = (flags & 1) != 0;
   config.indirect_desc = (flags & 2) != 0;
+  config.in_order = (flags & 128) != 0;
   config.address_space = frontend ? AddressSpace::kFrontendVirtual : AddressSpace::kGuestPhysical;
   config.desc_addr = le32(data + 7) + (frontend ? kFrontendDelta : 0);
   config.avail_addr = le32(data + 11) + (frontend ? kFrontendDelta : 0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -152,35 +153,51 @@ void DeviceQueue::unpop_packed(uint16_t count) noexcept {
 void DeviceQueue::publish_used_packed() {
   // Ids and lengths first, then the flags that hand the descriptors back: the first
   // one's last, with release, so a driver that sees it sees the whole run.
+  // With VIRTIO_F_IN_ORDER a run of chains the device only read (written length 0)
+  // goes back as one used descriptor, in the run's first slot, naming the run's last
+  // chain; the driver skips the run's other slots (the spec's batched update).
   const uint32_t size = config_.size;
+  const bool batch = config_.in_order;
+  // Calls visit(slot position, element, slots) for each used descriptor to write, in
+  // order, and returns the slots of every chain published.
+  const auto for_each_descriptor = [&](auto&& visit) {
+    PackedPosition at = packed_used_;
+    uint32_t slots_total = 0;
+    uint16_t i = published_used_;
+    while (i != used_idx_) {
+      const PackedPosition where = at;
+      UsedElement element = shadow_[i & index_mask_];
+      uint32_t slots = popped_slots_[i++ & index_mask_];
+      while (batch && element.len == 0 && i != used_idx_ && shadow_[i & index_mask_].len == 0) {
+        element = shadow_[i & index_mask_];
+        slots += popped_slots_[i++ & index_mask_];
+      }
+      visit(where, element);
+      at.advance(slots, size);
+      slots_total += slots;
+    }
+    return std::pair{at, slots_total};
+  };
   const PackedPosition first = packed_used_;
-  PackedPosition at = first;
-  uint32_t slots_total = 0;
-  for (uint16_t i = published_used_; i != used_idx_; ++i) {
-    const UsedElement element = shadow_[i & index_mask_];
-    std::byte* const desc = desc_ + size_t{at.index} * kDescriptorSize;
+  const auto [end, slots_total] = for_each_descriptor([&](PackedPosition where, const UsedElement& element) {
+    std::byte* const desc = desc_ + size_t{where.index} * kDescriptorSize;
     // relaxed: the flags stores below publish them.
     ring_store<uint32_t>(desc + kPackedDescLenOffset, element.len, std::memory_order_relaxed);
     ring_store<uint16_t>(desc + kPackedDescIdOffset, static_cast<uint16_t>(element.id), std::memory_order_relaxed);
-    const uint16_t slots = popped_slots_[i & index_mask_];
-    at.advance(slots, size);
-    slots_total += slots;
-  }
+  });
   // release: every id, length and buffer byte above happens before any flag below.
   std::atomic_thread_fence(std::memory_order_release);
-  at = first;
-  for (uint16_t i = published_used_; i != used_idx_; ++i) {
-    if (i != published_used_) {
-      // relaxed: the driver reads these only after the first one's (release, below).
-      ring_store<uint16_t>(desc_ + size_t{at.index} * kDescriptorSize + kPackedDescFlagsOffset,
-                           packed_used_flags(at.wrap), std::memory_order_relaxed);
+  for_each_descriptor([&](PackedPosition where, const UsedElement&) {
+    // relaxed: the driver reads these only after the first one's (release, below).
+    if (where != first) {
+      ring_store<uint16_t>(desc_ + size_t{where.index} * kDescriptorSize + kPackedDescFlagsOffset,
+                           packed_used_flags(where.wrap), std::memory_order_relaxed);
     }
-    at.advance(popped_slots_[i & index_mask_], size);
-  }
+  });
   ring_store<uint16_t>(desc_ + size_t{first.index} * kDescriptorSize + kPackedDescFlagsOffset,
                        packed_used_flags(first.wrap), std::memory_order_release);
-  // What was written, for the dirty log: the slots of the chains returned (only each
-  // chain's first slot changed, but they are one run).
+  // What was written, for the dirty log: the slots of the chains returned (only some
+  // of them changed, but they are one run).
   const uint32_t last_slot = (first.index + slots_total - 1) % size;
   if (last_slot >= first.index) {
     published_bytes_[0] = IoPiece{desc_ + size_t{first.index} * kDescriptorSize,
@@ -192,7 +209,7 @@ void DeviceQueue::publish_used_packed() {
     published_bytes_[1] = IoPiece{desc_, size_t{last_slot + 1} * kDescriptorSize};
     published_pieces_ = 2;
   }
-  packed_used_ = at;
+  packed_used_ = end;
   slots_held_ -= slots_total;
   slots_since_signal_ += slots_total;
   published_used_ = used_idx_;

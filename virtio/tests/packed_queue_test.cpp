@@ -282,6 +282,54 @@ TEST(PackedQueue, InOrderDriverTakesABatchedUsedDescriptor) {
   EXPECT_FALSE(q.driver.device_misbehaved());
 }
 
+// VIRTIO_F_IN_ORDER on a packed ring: the device returns a run of chains it only read
+// as one used descriptor in the run's first slot, naming the last; a chain it wrote
+// into keeps its own. The driver takes each chain back, in order.
+TEST(PackedQueueInOrder, ReadOnlyRunsAreOneUsedDescriptorAndTheDriverReapsEachChain) {
+  TestMemory mem;
+  PackedQueuePair q(mem, DriverOptions{.size = 8, .initial_index = 6, .in_order = true});
+  const uint64_t buf = mem.alloc(64);
+  std::vector<uint16_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    const Buffer two[] = {{buf, 8, false}, {buf + 8, 8, false}};
+    ids.push_back(*q.driver.add_chain(two));  // slots 6-7, 0-1, 2-3
+  }
+  const Buffer writable[] = {{buf + 16, 16, true}};
+  ids.push_back(*q.driver.add_chain(writable));  // slot 4
+  q.driver.publish();
+  DescriptorChain chains[4];
+  ASSERT_EQ(q.device.pop_burst(mem.map(), chains), 4u);
+  for (int i = 0; i < 3; ++i) q.device.add_used(mem.map(), chains[i].head, 0);
+  q.device.add_used(mem.map(), chains[3].head, 10);
+  q.device.publish_used(mem.map());
+
+  auto flags_at = [&](uint16_t slot) {
+    return detail::ring_load<uint16_t>(q.driver.desc_ring() + slot * kDescriptorSize + kPackedDescFlagsOffset,
+                                       std::memory_order_acquire);
+  };
+  auto id_at = [&](uint16_t slot) {
+    return detail::ring_load<uint16_t>(q.driver.desc_ring() + slot * kDescriptorSize + kPackedDescIdOffset,
+                                       std::memory_order_relaxed);
+  };
+  EXPECT_EQ(flags_at(6), packed_used_flags(true));
+  EXPECT_EQ(id_at(6), ids[2]) << "the run's last chain";
+  EXPECT_EQ(flags_at(0), packed_avail_flags(false) | kDescFlagNext) << "inside the run: left as the driver wrote it";
+  EXPECT_EQ(flags_at(2), packed_avail_flags(false) | kDescFlagNext);
+  EXPECT_EQ(flags_at(4), packed_used_flags(false)) << "the written chain's own descriptor";
+  EXPECT_EQ(id_at(4), ids[3]);
+
+  for (int i = 0; i < 4; ++i) {
+    const auto used = q.driver.reap();
+    ASSERT_TRUE(used.has_value()) << i;
+    EXPECT_EQ(used->id, ids[static_cast<size_t>(i)]);
+    EXPECT_EQ(used->len, i == 3 ? 10u : 0u);
+  }
+  EXPECT_FALSE(q.driver.reap().has_value());
+  EXPECT_FALSE(q.driver.device_misbehaved());
+  EXPECT_EQ(q.driver.free_descriptors(), 8);
+  EXPECT_TRUE(q.device.must_signal_guest(mem.map()));
+}
+
 // virtio-net receive (MRG_RXBUF) into packed rings: a frame spread over several
 // buffers, reserved a burst at a time, the rest given back; the driver reads it whole.
 TEST(PackedQueue, MergeableReceiveSpreadsAFrameOverBuffers) {

@@ -51,8 +51,10 @@
 //    and length, then (one release fence) the flags of all but the first, then the
 //    first's flags with a release store: the driver, which reads the first, sees the
 //    whole run. Chains are used in the order they were popped (the datapath's rule), so
-//    each used descriptor goes where its chain started. IN_ORDER's batched update is
-//    not taken on packed rings (one used descriptor per chain is always allowed).
+//    each used descriptor goes where its chain started. With config().in_order a run
+//    of chains only read goes back as one used descriptor in the run's first slot,
+//    naming the run's last chain (the spec's batched update; the driver skips the
+//    run's other slots).
 //  - Notifications: the driver's area says DISABLE, ENABLE or (EVENT_IDX) DESC with a
 //    position; ours gets DISABLE, or ENABLE / DESC at the next position we will pop.
 //  - last_avail_index() and set_last_avail_index() (before start()): the vhost-user base,
