@@ -20,7 +20,8 @@
 //   [18..]   guest memory image: region A (16 KiB at 0x0), region B (16 KiB at 0x4000,
 //            adjacent to A, so buffers can span both), region C (4 KiB at 0x10000,
 //            after a hole); missing bytes are zero.
-// Each region is its own exact-size heap allocation, so ASan flags any access outside.
+// (fuzz_guest.h builds it: each region its own exact-size heap allocation, so ASan
+// flags any access outside.)
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +31,7 @@
 #include <spdlog/spdlog.h>
 
 #include "../src/chain_walker.h"  // the full walker, to check the fast path against
+#include "fuzz_guest.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/net_rx.h"
 #include "uvhost/virtio/split_queue.h"
@@ -37,16 +39,11 @@
 namespace {
 
 using namespace uvhost::virtio;
+using fuzz::le16;
+using fuzz::le32;
 
 constexpr size_t kHeaderBytes = 18;
-constexpr uint64_t kFrontendDelta = 0x7f000000;
-struct RegionLayout {
-  uint64_t gpa;
-  size_t size;
-};
-constexpr RegionLayout kRegions[] = {{0x0, 0x4000}, {0x4000, 0x4000}, {0x10000, 0x1000}};
 
-uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 // The full walk of `head` must give exactly what the burst pop gave.
 void check_against_full_walk(const GuestMemoryMap& memory, const QueueConfig& config, ChainDirection direction,
                              const DescriptorChain& popped) {
@@ -59,22 +56,10 @@ void check_against_full_walk(const GuestMemoryMap& memory, const QueueConfig& co
   DescriptorChain again;
   detail::WalkFailure failure;
   if (detail::walk_chain(context, popped.head, again, failure) != QueueError::kNone) __builtin_trap();
-  const auto same = [](const IoVector& a, const IoVector& b) {
-    if (a.size() != b.size() || a.total_bytes() != b.total_bytes()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i].data != b[i].data || a[i].len != b[i].len) return false;
-    }
-    return true;
-  };
-  if (again.descriptor_count != popped.descriptor_count || !same(again.readable, popped.readable) ||
-      !same(again.writable, popped.writable)) {
+  if (again.descriptor_count != popped.descriptor_count || !fuzz::same_pieces(again.readable, popped.readable) ||
+      !fuzz::same_pieces(again.writable, popped.writable)) {
     __builtin_trap();
   }
-}
-
-uint32_t le32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
 }
 
 }  // namespace
@@ -89,25 +74,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t flags = data[0];
   const bool mrg_rxbuf = (flags & 4) != 0;
   const bool frontend = (flags & 8) != 0;
-  const auto direction_bits = static_cast<unsigned>((flags >> 4) & 3u);
-  const ChainDirection direction = direction_bits == 1   ? ChainDirection::kReadableOnly
-                                   : direction_bits == 2 ? ChainDirection::kWritableOnly
-                                                         : ChainDirection::kAny;
-
-  // Guest memory: exact-size allocations filled from the input.
-  std::vector<std::unique_ptr<std::byte[]>> storage;
-  std::vector<std::unique_ptr<MemoryRegion>> regions;
-  size_t offset = kHeaderBytes;
-  for (const RegionLayout& layout : kRegions) {
-    storage.push_back(std::make_unique<std::byte[]>(layout.size));
-    std::byte* bytes = storage.back().get();
-    const size_t n = offset < size ? std::min(layout.size, size - offset) : 0;
-    if (n > 0) std::memcpy(bytes, data + offset, n);
-    offset += layout.size;
-    regions.push_back(MemoryRegion::borrow(layout.gpa, layout.gpa + kFrontendDelta, {bytes, layout.size}));
-  }
-  auto memory = GuestMemoryMap::create(std::move(regions));
-  if (!memory) __builtin_trap();
+  const ChainDirection direction = fuzz::direction_of(flags);
+  const fuzz::FuzzGuest guest(data, size, kHeaderBytes);
+  const GuestMemoryMap* memory = &guest.memory();
 
   QueueConfig config;
   config.size = 1u << ((data[1] & 15u) % 9);
@@ -115,9 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.indirect_desc = (flags & 2) != 0;
   config.in_order = (flags & 128) != 0;
   config.address_space = frontend ? AddressSpace::kFrontendVirtual : AddressSpace::kGuestPhysical;
-  config.desc_addr = le32(data + 6) + (frontend ? kFrontendDelta : 0);
-  config.avail_addr = le32(data + 10) + (frontend ? kFrontendDelta : 0);
-  config.used_addr = le32(data + 14) + (frontend ? kFrontendDelta : 0);
+  config.desc_addr = le32(data + 6) + (frontend ? fuzz::kFrontendDelta : 0);
+  config.avail_addr = le32(data + 10) + (frontend ? fuzz::kFrontendDelta : 0);
+  config.used_addr = le32(data + 14) + (frontend ? fuzz::kFrontendDelta : 0);
 
   DeviceQueue queue("fuzz");
   queue.set_last_avail_index(le16(data + 2));

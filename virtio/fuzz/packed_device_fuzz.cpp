@@ -28,6 +28,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "fuzz_guest.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/net_rx.h"
 #include "uvhost/virtio/packed_ring_layout.h"
@@ -36,28 +37,11 @@
 namespace {
 
 using namespace uvhost::virtio;
+using fuzz::le16;
+using fuzz::le32;
+using fuzz::same_pieces;
 
 constexpr size_t kHeaderBytes = 19;
-constexpr uint64_t kFrontendDelta = 0x7f000000;
-struct RegionLayout {
-  uint64_t gpa;
-  size_t size;
-};
-constexpr RegionLayout kRegions[] = {{0x0, 0x4000}, {0x4000, 0x4000}, {0x10000, 0x1000}};
-
-uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t le32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
-}
-
-bool same_pieces(const IoVector& a, const IoVector& b) {
-  if (a.size() != b.size() || a.total_bytes() != b.total_bytes()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].data != b[i].data || a[i].len != b[i].len) return false;
-  }
-  return true;
-}
 
 void check_base(const DeviceQueue& queue) {
   if (queue.is_started() && PackedPosition::decode(queue.last_avail_index()).index >= queue.config().size) {
@@ -78,24 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool mrg_rxbuf = (flags & 4) != 0;
   const bool frontend = (flags & 8) != 0;
   const bool give_back = (flags & 64) != 0;
-  const auto direction_bits = static_cast<unsigned>((flags >> 4) & 3u);
-  const ChainDirection direction = direction_bits == 1   ? ChainDirection::kReadableOnly
-                                   : direction_bits == 2 ? ChainDirection::kWritableOnly
-                                                         : ChainDirection::kAny;
-
-  std::vector<std::unique_ptr<std::byte[]>> storage;
-  std::vector<std::unique_ptr<MemoryRegion>> regions;
-  size_t offset = kHeaderBytes;
-  for (const RegionLayout& layout : kRegions) {
-    storage.push_back(std::make_unique<std::byte[]>(layout.size));
-    std::byte* bytes = storage.back().get();
-    const size_t n = offset < size ? std::min(layout.size, size - offset) : 0;
-    if (n > 0) std::memcpy(bytes, data + offset, n);
-    offset += layout.size;
-    regions.push_back(MemoryRegion::borrow(layout.gpa, layout.gpa + kFrontendDelta, {bytes, layout.size}));
-  }
-  auto memory = GuestMemoryMap::create(std::move(regions));
-  if (!memory) __builtin_trap();
+  const ChainDirection direction = fuzz::direction_of(flags);
+  const fuzz::FuzzGuest guest(data, size, kHeaderBytes);
+  const GuestMemoryMap* memory = &guest.memory();
 
   QueueConfig config;
   config.packed = true;
@@ -104,9 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.indirect_desc = (flags & 2) != 0;
   config.in_order = (flags & 128) != 0;
   config.address_space = frontend ? AddressSpace::kFrontendVirtual : AddressSpace::kGuestPhysical;
-  config.desc_addr = le32(data + 7) + (frontend ? kFrontendDelta : 0);
-  config.avail_addr = le32(data + 11) + (frontend ? kFrontendDelta : 0);
-  config.used_addr = le32(data + 15) + (frontend ? kFrontendDelta : 0);
+  config.desc_addr = le32(data + 7) + (frontend ? fuzz::kFrontendDelta : 0);
+  config.avail_addr = le32(data + 11) + (frontend ? fuzz::kFrontendDelta : 0);
+  config.used_addr = le32(data + 15) + (frontend ? fuzz::kFrontendDelta : 0);
 
   DeviceQueue queue("fuzz-packed");
   queue.set_last_avail_index(le16(data + 3));

@@ -565,49 +565,18 @@ TEST_P(PackedQueueProperty, RandomChainsRoundTrip) {
     PackedQueuePair q(mem, DriverOptions{.size = params.size, .event_idx = params.event_idx,
                                          .indirect_desc = params.indirect, .max_indirect_entries = 8,
                                          .initial_index = static_cast<uint16_t>(rng()), .in_order = params.in_order});
-    struct Expected {
-      uint16_t id;
-      std::vector<std::byte> readable;
-      std::vector<Buffer> writable;
-      uint32_t writable_bytes;
-    };
-    std::deque<Expected> in_flight;
-    struct Reply {
-      uint16_t id;
-      std::vector<std::byte> bytes;
-      std::vector<Buffer> layout;
-    };
-    std::deque<Reply> replies;
-    DescriptorChain chain;
-    uint32_t completed = 0;
+    testing::RoundTripBooks books;
     for (int step = 0; step < 150; ++step) {
       const int to_add = static_cast<int>(rng() % 4);
       for (int i = 0; i < to_add; ++i) {
-        const size_t n = 1 + rng() % std::min<size_t>(8, params.size);
-        const size_t readable = rng() % (n + 1);
-        std::vector<Buffer> bufs;
-        Expected e{};
-        for (size_t b = 0; b < n; ++b) {
-          const auto len = static_cast<uint32_t>(1 + rng() % 300);
-          const bool span = rng() % 16 == 0 && mem.can_span(len);
-          const uint64_t gpa = span ? mem.alloc_spanning(len, 1 + rng() % len) : mem.alloc(len, 1);
-          bufs.push_back({gpa, len, b >= readable});
-          if (b < readable) {
-            const auto bytes = pattern(len, static_cast<uint32_t>(rng()));
-            mem.write(gpa, bytes);
-            e.readable.insert(e.readable.end(), bytes.begin(), bytes.end());
-          } else {
-            e.writable.push_back(bufs.back());
-            e.writable_bytes += len;
-          }
-        }
+        const std::vector<Buffer> bufs = books.make_chain(mem, rng, std::min<size_t>(8, params.size));
         const bool indirect = params.indirect && rng() % 2 == 0;
         const auto id = q.driver.add_chain(bufs, indirect);
         if (!id) break;  // ring full
-        e.id = *id;
-        in_flight.push_back(std::move(e));
+        books.added(*id);
       }
       if (rng() % 2 == 0) q.driver.publish();
+      // Device: a burst, some of it sometimes given back (popped again next time).
       const int to_pop = static_cast<int>(rng() % 5);
       const bool give_back = rng() % 8 == 0;
       std::vector<DescriptorChain> burst(static_cast<size_t>(to_pop));
@@ -618,45 +587,19 @@ TEST_P(PackedQueueProperty, RandomChainsRoundTrip) {
         q.device.unpop(static_cast<uint16_t>(popped - keep));
       }
       for (size_t i = 0; i < keep; ++i) {
-        const DescriptorChain& c = burst[i];
-        ASSERT_FALSE(in_flight.empty());
-        const Expected& e = in_flight.front();
-        ASSERT_EQ(c.head, e.id);
-        ASSERT_EQ(c.readable.total_bytes(), e.readable.size());
-        ASSERT_EQ(c.writable.total_bytes(), e.writable_bytes);
-        std::vector<std::byte> got(e.readable.size());
-        copy_from_pieces(c.readable.pieces(), 0, got);
-        ASSERT_EQ(got, e.readable);
-        const uint32_t written = e.writable_bytes == 0 ? 0 : static_cast<uint32_t>(1 + rng() % e.writable_bytes);
-        auto reply = pattern(written, static_cast<uint32_t>(rng()));
-        copy_to_pieces(c.writable.pieces(), 0, reply);
-        q.device.add_used(mem.map(), c.head, written);
-        replies.push_back(Reply{c.head, std::move(reply), e.writable});
-        in_flight.pop_front();
+        uint32_t written = 0;
+        ASSERT_TRUE(books.popped(burst[i], rng, written));
+        q.device.add_used(mem.map(), burst[i].head, written);
       }
       if (rng() % 2 == 0) {
         q.device.publish_used(mem.map());
         (void)q.device.must_signal_guest(mem.map());
       }
-      while (auto used = q.driver.reap()) {
-        ASSERT_FALSE(replies.empty());
-        const Reply& r = replies.front();
-        ASSERT_EQ(used->id, r.id);
-        ASSERT_EQ(used->len, r.bytes.size());
-        size_t offset = 0;
-        for (const auto& buf : r.layout) {
-          const size_t n = std::min<size_t>(buf.len, r.bytes.size() - offset);
-          const auto begin = r.bytes.begin() + static_cast<std::ptrdiff_t>(offset);
-          ASSERT_EQ(mem.read(buf.guest_addr, n), std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(n)));
-          offset += n;
-        }
-        replies.pop_front();
-        ++completed;
-      }
+      while (auto used = q.driver.reap()) ASSERT_TRUE(books.reaped(*used, mem));
       ASSERT_FALSE(q.driver.device_misbehaved());
     }
     EXPECT_FALSE(q.device.is_broken()) << to_string(q.device.error());
-    EXPECT_GT(completed, 0u);
+    EXPECT_GT(books.completed(), 0u);
   }
 }
 

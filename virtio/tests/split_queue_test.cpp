@@ -256,89 +256,32 @@ TEST_P(SplitQueueProperty, RandomChainsRoundTrip) {
     QueuePair q(mem, DriverOptions{.size = params.size, .event_idx = params.event_idx,
                                    .indirect_desc = params.indirect, .max_indirect_entries = 8,
                                    .initial_index = static_cast<uint16_t>(rng()), .in_order = params.in_order});
-    struct Expected {
-      uint16_t head;
-      std::vector<std::byte> readable;
-      std::vector<DriverQueue::Buffer> writable;
-      uint32_t writable_bytes;
-    };
-    std::deque<Expected> in_flight;
-    struct Reply {
-      uint16_t head;
-      std::vector<std::byte> bytes;
-      std::vector<DriverQueue::Buffer> layout;  // the chain's writable buffers
-    };
-    std::deque<Reply> replies;
+    testing::RoundTripBooks books;
     DescriptorChain chain;
-    uint32_t completed = 0;
     for (int step = 0; step < 150; ++step) {
       // Driver: add a random number of random chains.
       const int to_add = static_cast<int>(rng() % 4);
       for (int i = 0; i < to_add; ++i) {
-        const size_t max_buffers = std::min<size_t>(8, params.size);
-        const size_t n = 1 + rng() % max_buffers;
-        const size_t readable = rng() % (n + 1);
-        std::vector<DriverQueue::Buffer> bufs;
-        Expected e{};
-        for (size_t b = 0; b < n; ++b) {
-          const auto len = static_cast<uint32_t>(1 + rng() % 300);
-          const bool span = rng() % 16 == 0 && mem.can_span(len);
-          const uint64_t gpa = span ? mem.alloc_spanning(len, 1 + rng() % len) : mem.alloc(len, 1);
-          bufs.push_back({gpa, len, b >= readable});
-          if (b < readable) {
-            const auto bytes = pattern(len, static_cast<uint32_t>(rng()));
-            mem.write(gpa, bytes);
-            e.readable.insert(e.readable.end(), bytes.begin(), bytes.end());
-          } else {
-            e.writable.push_back(bufs.back());
-            e.writable_bytes += len;
-          }
-        }
+        const std::vector<DriverQueue::Buffer> bufs = books.make_chain(mem, rng, std::min<size_t>(8, params.size));
         const bool indirect = params.indirect && rng() % 2 == 0;
         const auto head = q.driver.add_chain(bufs, indirect);
         if (!head) break;  // ring full
-        e.head = *head;
-        in_flight.push_back(std::move(e));
+        books.added(*head);
       }
       if (rng() % 2 == 0) q.driver.publish();
       // Device: pop a random number, fill writable parts, return them.
       const int to_pop = static_cast<int>(rng() % 5);
       for (int i = 0; i < to_pop && q.device.pop(q.mem.map(), chain); ++i) {
-        ASSERT_FALSE(in_flight.empty());
-        const Expected& e = in_flight.front();
-        ASSERT_EQ(chain.head, e.head);
-        ASSERT_EQ(chain.readable.total_bytes(), e.readable.size());
-        ASSERT_EQ(chain.writable.total_bytes(), e.writable_bytes);
-        std::vector<std::byte> got(e.readable.size());
-        copy_from_pieces(chain.readable.pieces(), 0, got);
-        ASSERT_EQ(got, e.readable);
-        const uint32_t written = e.writable_bytes == 0 ? 0 : static_cast<uint32_t>(1 + rng() % e.writable_bytes);
-        auto reply = pattern(written, static_cast<uint32_t>(rng()));
-        copy_to_pieces(chain.writable.pieces(), 0, reply);
+        uint32_t written = 0;
+        ASSERT_TRUE(books.popped(chain, rng, written));
         q.device.add_used(mem.map(), chain.head, written);
-        replies.push_back(Reply{chain.head, std::move(reply), e.writable});
-        in_flight.pop_front();
       }
       if (rng() % 2 == 0) q.device.publish_used(mem.map());
       // Driver: reap what was published.
-      while (auto used = q.driver.reap()) {
-        ASSERT_FALSE(replies.empty());
-        const Reply& r = replies.front();
-        ASSERT_EQ(used->id, r.head);
-        ASSERT_EQ(used->len, r.bytes.size());
-        size_t offset = 0;
-        for (const auto& buf : r.layout) {
-          const size_t n = std::min<size_t>(buf.len, r.bytes.size() - offset);
-          const auto begin = r.bytes.begin() + static_cast<std::ptrdiff_t>(offset);
-          ASSERT_EQ(mem.read(buf.guest_addr, n), std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(n)));
-          offset += n;
-        }
-        replies.pop_front();
-        ++completed;
-      }
+      while (auto used = q.driver.reap()) ASSERT_TRUE(books.reaped(*used, mem));
     }
     EXPECT_FALSE(q.device.is_broken()) << to_string(q.device.error());
-    EXPECT_GT(completed, 0u);
+    EXPECT_GT(books.completed(), 0u);
   }
 }
 

@@ -2,17 +2,22 @@
 // a bump allocator for buffers, and a driver queue wired to a device queue.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <random>
 #include <span>
 #include <stdexcept>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "uvhost/virtio/guest_memory.h"
-#include "uvhost/virtio/split_queue.h"
 #include "uvhost/virtio/packed_queue_driver.h"
+#include "uvhost/virtio/split_queue.h"
 #include "uvhost/virtio/split_queue_driver.h"
 
 namespace uvhost::virtio::testing {
@@ -133,5 +138,104 @@ inline std::vector<std::byte> pattern(size_t len, uint32_t seed) {
   }
   return out;
 }
+
+// The books of a random round trip through a driver and a device (the property tests):
+// random chains of random buffers (some spanning regions), what each popped chain must
+// hold, a random reply written into its writable part, and what each reaped element
+// must say and the guest must then find in its buffers. Chains are expected back in
+// the order they were added (the device pops and uses them in order).
+class RoundTripBooks {
+ public:
+  using Buffer = DriverQueue::Buffer;
+
+  // Up to `max_buffers` buffers of 1..300 bytes, readable ones first and filled.
+  std::vector<Buffer> make_chain(TestMemory& mem, std::mt19937& rng, size_t max_buffers) {
+    const size_t n = 1 + rng() % max_buffers;
+    const size_t readable = rng() % (n + 1);
+    std::vector<Buffer> bufs;
+    next_ = Expected{};
+    for (size_t b = 0; b < n; ++b) {
+      const auto len = static_cast<uint32_t>(1 + rng() % 300);
+      const bool span = rng() % 16 == 0 && mem.can_span(len);
+      const uint64_t gpa = span ? mem.alloc_spanning(len, 1 + rng() % len) : mem.alloc(len, 1);
+      bufs.push_back({gpa, len, b >= readable});
+      if (b < readable) {
+        const auto bytes = pattern(len, static_cast<uint32_t>(rng()));
+        mem.write(gpa, bytes);
+        next_.readable.insert(next_.readable.end(), bytes.begin(), bytes.end());
+      } else {
+        next_.writable.push_back(bufs.back());
+        next_.writable_bytes += len;
+      }
+    }
+    return bufs;
+  }
+  // The chain from make_chain() was added with this id.
+  void added(uint16_t id) {
+    next_.id = id;
+    in_flight_.push_back(std::move(next_));
+  }
+
+  // A popped chain: checks it against the oldest added, writes a random reply into its
+  // writable part and returns the length written (for add_used).
+  ::testing::AssertionResult popped(const DescriptorChain& chain, std::mt19937& rng, uint32_t& written) {
+    if (in_flight_.empty()) return ::testing::AssertionFailure() << "popped a chain never added";
+    const Expected& e = in_flight_.front();
+    if (chain.head != e.id) return ::testing::AssertionFailure() << "popped " << chain.head << ", expected " << e.id;
+    if (chain.readable.total_bytes() != e.readable.size() || chain.writable.total_bytes() != e.writable_bytes) {
+      return ::testing::AssertionFailure() << "chain " << e.id << " has the wrong sizes";
+    }
+    std::vector<std::byte> got(e.readable.size());
+    copy_from_pieces(chain.readable.pieces(), 0, got);
+    if (got != e.readable) return ::testing::AssertionFailure() << "chain " << e.id << " read wrong bytes";
+    written = e.writable_bytes == 0 ? 0 : static_cast<uint32_t>(1 + rng() % e.writable_bytes);
+    auto reply = pattern(written, static_cast<uint32_t>(rng()));
+    copy_to_pieces(chain.writable.pieces(), 0, reply);
+    replies_.push_back(Reply{e.id, std::move(reply), e.writable});
+    in_flight_.pop_front();
+    return ::testing::AssertionSuccess();
+  }
+
+  // A reaped element: checks it against the oldest reply and the guest's buffers.
+  ::testing::AssertionResult reaped(const UsedElement& used, const TestMemory& mem) {
+    if (replies_.empty()) return ::testing::AssertionFailure() << "reaped " << used.id << " never used";
+    const Reply& r = replies_.front();
+    if (used.id != r.id || used.len != r.bytes.size()) {
+      return ::testing::AssertionFailure() << "reaped " << used.id << "/" << used.len << ", expected " << r.id << "/"
+                                           << r.bytes.size();
+    }
+    size_t offset = 0;
+    for (const auto& buf : r.layout) {
+      const size_t n = std::min<size_t>(buf.len, r.bytes.size() - offset);
+      const auto begin = r.bytes.begin() + static_cast<std::ptrdiff_t>(offset);
+      if (mem.read(buf.guest_addr, n) != std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(n))) {
+        return ::testing::AssertionFailure() << "chain " << r.id << ": the guest reads other bytes than written";
+      }
+      offset += n;
+    }
+    replies_.pop_front();
+    ++completed_;
+    return ::testing::AssertionSuccess();
+  }
+
+  uint32_t completed() const noexcept { return completed_; }
+
+ private:
+  struct Expected {
+    uint16_t id = 0;
+    std::vector<std::byte> readable;
+    std::vector<Buffer> writable;
+    uint32_t writable_bytes = 0;
+  };
+  struct Reply {
+    uint16_t id;
+    std::vector<std::byte> bytes;
+    std::vector<Buffer> layout;  // the chain's writable buffers
+  };
+  Expected next_;
+  std::deque<Expected> in_flight_;
+  std::deque<Reply> replies_;
+  uint32_t completed_ = 0;
+};
 
 }  // namespace uvhost::virtio::testing
