@@ -699,18 +699,33 @@ TEST(FrontendTest, FullRxRingDropsTheExcessWithoutBlocking) {
 
 // ------------------------------------------------------------------ stop
 
+// Sends `count` frames through a loopback backend in windows of `window`, each window
+// received back (MAC addresses swapped) before the next is sent.
+::testing::AssertionResult loop_back_in_windows(Frontend& frontend, uint32_t count, uint32_t window) {
+  std::vector<std::vector<std::byte>> frames;
+  for (uint32_t i = 0; i < count; ++i) frames.push_back(make_frame(kSizes[i % kSizes.size()], i));
+  for (size_t start = 0; start < frames.size(); start += window) {
+    const size_t end = std::min<size_t>(start + window, frames.size());
+    const std::vector<std::vector<std::byte>> sent(frames.begin() + static_cast<ptrdiff_t>(start),
+                                                   frames.begin() + static_cast<ptrdiff_t>(end));
+    if (!send_all(frontend, sent)) return ::testing::AssertionFailure() << "send: " << frontend.error();
+    const auto got = receive(frontend, sent.size(), 5s);
+    if (got.size() != sent.size()) {
+      return ::testing::AssertionFailure() << "window at " << start << ": " << got.size() << " of " << sent.size()
+                                           << " came back: " << frontend.error();
+    }
+    for (size_t i = 0; i < sent.size(); ++i) {
+      if (got[i].frame != reflected(sent[i])) return ::testing::AssertionFailure() << "frame " << start + i;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(FrontendTest, StopAnswersVringBasesAndClosesTheConnection) {
   Rig rig(InlineBackend::kLoopback, FrontendOptions{});
   ASSERT_NE(rig.frontend, nullptr) << rig.error;
   Frontend& frontend = *rig.frontend;
-  std::vector<std::vector<std::byte>> frames;
-  for (uint32_t i = 0; i < 300; ++i) frames.push_back(make_frame(kSizes[i % kSizes.size()], i));
-  for (size_t start = 0; start < frames.size(); start += 100) {
-    const std::vector<std::vector<std::byte>> window(frames.begin() + static_cast<ptrdiff_t>(start),
-                                                     frames.begin() + static_cast<ptrdiff_t>(start + 100));
-    ASSERT_TRUE(send_all(frontend, window));
-    ASSERT_EQ(receive(frontend, window.size(), 5s).size(), window.size());
-  }
+  ASSERT_TRUE(loop_back_in_windows(frontend, 300, 100));
   ASSERT_TRUE(wait_tx_done(frontend, 5s));
   EXPECT_EQ(frontend.stopped_base(0), std::nullopt);
 
@@ -743,16 +758,7 @@ TEST(FrontendTest, PackedStopAnswersPositionsWithTheirWrapCounters) {
   ASSERT_NE(rig.frontend, nullptr) << rig.error;
   Frontend& frontend = *rig.frontend;
   ASSERT_NE(frontend.features() & feature::kRingPacked, 0u);
-  std::vector<std::vector<std::byte>> frames;
-  for (uint32_t i = 0; i < 300; ++i) frames.push_back(make_frame(kSizes[i % kSizes.size()], i));
-  for (size_t start = 0; start < frames.size(); start += 100) {
-    const std::vector<std::vector<std::byte>> window(frames.begin() + static_cast<ptrdiff_t>(start),
-                                                     frames.begin() + static_cast<ptrdiff_t>(start + 100));
-    ASSERT_TRUE(send_all(frontend, window));
-    const auto got = receive(frontend, window.size(), 5s);
-    ASSERT_EQ(got.size(), window.size()) << frontend.error();
-    for (size_t i = 0; i < window.size(); ++i) EXPECT_EQ(got[i].frame, reflected(window[i]));
-  }
+  ASSERT_TRUE(loop_back_in_windows(frontend, 300, 100));
   ASSERT_TRUE(wait_tx_done(frontend, 5s));
   ASSERT_TRUE(frontend.stop()) << frontend.error();
   // 300 one-slot chains through a ring of 256: position 44 on the second lap (wrap 0).

@@ -19,8 +19,6 @@ using detail::ring_store;
 
 namespace {
 
-bool aligned(uint64_t value, size_t alignment) noexcept { return (value & (alignment - 1)) == 0; }
-
 uint16_t load_flags(const std::byte* desc_ring, uint32_t slot, std::memory_order order) noexcept {
   return ring_load<uint16_t>(desc_ring + size_t{slot} * kDescriptorSize + kPackedDescFlagsOffset, order);
 }
@@ -32,8 +30,8 @@ bool DeviceQueue::start_packed(const GuestMemoryMap& memory) {
     fail(QueueError::kBadQueueSize, fmt::format("packed ring size {}", config_.size));
     return false;
   }
-  if (!aligned(config_.desc_addr, kDescTableAlign) || !aligned(config_.avail_addr, kPackedEventAreaAlign) ||
-      !aligned(config_.used_addr, kPackedEventAreaAlign)) {
+  if (!is_aligned(config_.desc_addr, kDescTableAlign) || !is_aligned(config_.avail_addr, kPackedEventAreaAlign) ||
+      !is_aligned(config_.used_addr, kPackedEventAreaAlign)) {
     fail(QueueError::kRingMisaligned, fmt::format("packed: descriptors {:#x} driver area {:#x} device area {:#x}",
                                                   config_.desc_addr, config_.avail_addr, config_.used_addr));
     return false;
@@ -75,9 +73,8 @@ bool DeviceQueue::resolve_packed_rings(const GuestMemoryMap& memory) {
                      config_.avail_addr, config_.used_addr, config_.size, by_guest ? "" : " (frontend addresses)"));
     return false;
   }
-  if (!aligned(reinterpret_cast<uintptr_t>(desc), kDescTableAlign) ||
-      !aligned(reinterpret_cast<uintptr_t>(driver_area), kPackedEventAreaAlign) ||
-      !aligned(reinterpret_cast<uintptr_t>(device_area), kPackedEventAreaAlign)) {
+  if (!is_aligned(desc, kDescTableAlign) || !is_aligned(driver_area, kPackedEventAreaAlign) ||
+      !is_aligned(device_area, kPackedEventAreaAlign)) {
     fail(QueueError::kRingMisaligned, "packed rings are misaligned in host memory (region mmap offset)");
     return false;
   }

@@ -14,8 +14,6 @@ using detail::ring_store;
 
 namespace {
 
-constexpr size_t align_up(size_t value, size_t alignment) noexcept { return (value + alignment - 1) & ~(alignment - 1); }
-
 struct Layout {
   size_t driver_area = 0, device_area = 0, indirect = 0, total = 0;
 };

@@ -19,15 +19,6 @@ namespace uvhost::virtio {
 using detail::ring_load;
 using detail::ring_store;
 
-namespace {
-
-constexpr bool aligned(uint64_t value, size_t alignment) noexcept { return (value & (alignment - 1)) == 0; }
-bool aligned(const std::byte* p, size_t alignment) noexcept {
-  return aligned(reinterpret_cast<uintptr_t>(p), alignment);
-}
-
-}  // namespace
-
 DeviceQueue::DeviceQueue(std::string name) : name_(std::move(name)), indirect_table_(64) {}
 
 void DeviceQueue::fail(QueueError error, const std::string& detail) {
@@ -74,8 +65,8 @@ bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory)
     fail(QueueError::kBadQueueSize, fmt::format("size {}", config.size));
     return false;
   }
-  if (!aligned(config.desc_addr, kDescTableAlign) || !aligned(config.avail_addr, kAvailRingAlign) ||
-      !aligned(config.used_addr, kUsedRingAlign)) {
+  if (!is_aligned(config.desc_addr, kDescTableAlign) || !is_aligned(config.avail_addr, kAvailRingAlign) ||
+      !is_aligned(config.used_addr, kUsedRingAlign)) {
     fail(QueueError::kRingMisaligned,
          fmt::format("desc {:#x} avail {:#x} used {:#x}", config.desc_addr, config.avail_addr, config.used_addr));
     return false;
@@ -111,14 +102,14 @@ bool DeviceQueue::resolve_rings(const GuestMemoryMap& memory) {
   }
   // The guest addresses were checked in start(); the host pointers must be aligned too,
   // or the atomic accesses below would be undefined (a region mapped at an odd offset).
-  if (!aligned(desc, kDescTableAlign) || !aligned(avail, kAvailRingAlign) || !aligned(used, kUsedRingAlign)) {
+  if (!is_aligned(desc, kDescTableAlign) || !is_aligned(avail, kAvailRingAlign) || !is_aligned(used, kUsedRingAlign)) {
     fail(QueueError::kRingMisaligned, "rings are misaligned in host memory (region mmap offset)");
     return false;
   }
   desc_ = desc;
   avail_ = avail;
   used_ = used;
-  used_elements_aligned8_ = aligned(used + kRingEntriesOffset, 8);
+  used_elements_aligned8_ = is_aligned(used + kRingEntriesOffset, 8);
   rings_generation_ = memory.generation();
   return true;
 }

@@ -18,8 +18,6 @@ using detail::ring_store;
 
 namespace {
 
-constexpr size_t align_up(size_t value, size_t alignment) noexcept { return (value + alignment - 1) & ~(alignment - 1); }
-
 struct Layout {
   size_t avail = 0, used = 0, indirect = 0, total = 0;
 };

@@ -72,6 +72,13 @@ constexpr size_t used_ring_bytes(uint32_t size, bool event_idx) noexcept {
   return used_entry_offset(size) + (event_idx ? 2u : 0u);
 }
 
+// Alignment arithmetic for ring addresses and layouts (`alignment` a power of two).
+constexpr bool is_aligned(uint64_t value, size_t alignment) noexcept { return (value & (alignment - 1)) == 0; }
+inline bool is_aligned(const std::byte* p, size_t alignment) noexcept {
+  return is_aligned(reinterpret_cast<uintptr_t>(p), alignment);
+}
+constexpr size_t align_up(size_t value, size_t alignment) noexcept { return (value + alignment - 1) & ~(alignment - 1); }
+
 constexpr bool is_valid_queue_size(uint32_t size) noexcept {
   return size >= 1 && size <= kMaxQueueSize && std::has_single_bit(size);
 }
