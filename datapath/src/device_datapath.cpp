@@ -190,6 +190,13 @@ void DeviceDatapath::refresh_view(Vring& q) {
   q.accepting.store(!q.is_tx && q.running() && q.enabled, std::memory_order_release);
 }
 
+void DeviceDatapath::memory_changed() {
+  for (auto& vring : vrings_) {
+    // relaxed: a handler run on a ring that just stopped finds it stopped.
+    if (vring->view_started.load(std::memory_order_relaxed)) vring->worker->queue(vring->handler);
+  }
+}
+
 void DeviceDatapath::queue_enabled(uint32_t index, bool enabled) {
   Vring& q = *vrings_.at(index);
   q.worker->run([&] {

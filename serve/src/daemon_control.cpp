@@ -77,6 +77,18 @@ nlohmann::json features_json(const Port& port) {
           {"guest_mtu", port.guest_mtu()}};
 }
 
+// The connection's IOTLB (VIRTIO_F_ACCESS_PLATFORM): translations held, updates and
+// invalidations received, evictions, misses sent on the back-end channel and misses
+// that could not be sent. All 0 without the feature or between connections.
+nlohmann::json iotlb_json(const vhost_user::IotlbStats& iotlb) {
+  return {{"entries", iotlb.entries},
+          {"updates", iotlb.updates},
+          {"invalidations", iotlb.invalidations},
+          {"evictions", iotlb.evictions},
+          {"misses", iotlb.misses},
+          {"misses_unreported", iotlb.misses_unreported}};
+}
+
 }  // namespace
 
 nlohmann::json Daemon::control(const nlohmann::json& request) {
@@ -127,6 +139,7 @@ nlohmann::json Daemon::control_stats() const {
                      {"protocol_errors", totals.protocol_errors},
                      {"memory", std::string(sync::to_string(port->memory_policy()))},
                      {"features", features_json(*port)},
+                     {"iotlb", iotlb_json(port->iotlb())},
                      {"backend_stats", port->backend() ? port->backend()->stats() : nlohmann::json::object()},
                      {"queues", queues}});
   }

@@ -326,6 +326,7 @@ void Port::serve(Connection connection) {
       const bool closed = device->handle_one() == BackendDevice::Progress::kClosed;
       negotiated_.store(device->acked_features(), std::memory_order_relaxed);
       guest_mtu_.store(device->mtu(), std::memory_order_relaxed);
+      store_iotlb(device->iotlb_stats());
       if (closed) break;
     }
   }
@@ -343,6 +344,7 @@ void Port::serve(Connection connection) {
   connected_.store(false, std::memory_order_relaxed);
   negotiated_.store(0, std::memory_order_relaxed);
   guest_mtu_.store(0, std::memory_order_relaxed);
+  store_iotlb({});
   const PortTotals after = totals();
   PortTotals delta;
   delta.from_guest_packets = after.from_guest_packets - before.from_guest_packets;
@@ -352,6 +354,17 @@ void Port::serve(Connection connection) {
   delta.to_guest_bytes = after.to_guest_bytes - before.to_guest_bytes;
   delta.to_guest_dropped = after.to_guest_dropped - before.to_guest_dropped;
   spdlog::info("{}: connection {} ended ({}): {}", spec_.name, number, reason, direction_counters(delta));
+}
+
+void Port::store_iotlb(const vhost_user::IotlbStats& stats) noexcept {
+  const uint64_t values[] = {stats.entries,    stats.updates, stats.invalidations,
+                             stats.evictions, stats.misses,  stats.misses_unreported};
+  for (size_t i = 0; i < iotlb_.size(); ++i) iotlb_[i].store(values[i], std::memory_order_relaxed);
+}
+
+vhost_user::IotlbStats Port::iotlb() const noexcept {
+  auto at = [this](size_t i) { return iotlb_[i].load(std::memory_order_relaxed); };
+  return {at(0), at(1), at(2), at(3), at(4), at(5)};
 }
 
 void Port::log_stats(const char* when) const {

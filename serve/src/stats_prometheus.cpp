@@ -222,6 +222,16 @@ void port_families(const json& stats, std::string& out) {
   Family features("uvhost_port_negotiated_feature_info", "gauge",
                   "Always 1; one sample per virtio feature the connected frontend negotiated, by name.");
   Family mtu("uvhost_port_guest_mtu_bytes", "gauge", "The MTU the guest set (VHOST_USER_NET_SET_MTU); absent if none.");
+  FieldCounters iotlb{
+      {"entries", {"uvhost_port_iotlb_entries", "gauge", "IOTLB translations held (VIRTIO_F_ACCESS_PLATFORM)."}},
+      {"updates", {"uvhost_port_iotlb_updates_total", "counter", "IOTLB updates received from the frontend."}},
+      {"invalidations",
+       {"uvhost_port_iotlb_invalidations_total", "counter", "IOTLB invalidations received from the frontend."}},
+      {"evictions", {"uvhost_port_iotlb_evictions_total", "counter", "IOTLB translations evicted for room."}},
+      {"misses", {"uvhost_port_iotlb_misses_total", "counter", "IOTLB misses sent to the frontend."}},
+      {"misses_unreported",
+       {"uvhost_port_iotlb_misses_unreported_total", "counter", "IOTLB misses that could not be sent."}},
+  };
   BackendFamilies backend;
   for (const auto& port : array_member(stats, "ports")) {
     const Labels labels = port_labels(port);
@@ -234,6 +244,7 @@ void port_families(const json& stats, std::string& out) {
       if (const auto guest_mtu = counter(*negotiated, "guest_mtu"); guest_mtu && *guest_mtu > 0)
         mtu.add(labels, guest_mtu);
     }
+    if (const json* values = member(port, "iotlb")) add_samples(iotlb, labels, *values);
     if (const json* values = member(port, "backend_stats")) backend_samples(backend, labels, *values, "", "");
   }
   info.append_to(out);
@@ -241,6 +252,7 @@ void port_families(const json& stats, std::string& out) {
   append_all(counters, out);
   features.append_to(out);
   mtu.append_to(out);
+  append_all(iotlb, out);
   backend.append_to(out);
 }
 

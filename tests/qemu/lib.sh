@@ -9,7 +9,7 @@
 #                                 # chooses the accelerator
 #   qlib_guest_start NAME --sock PATH [--server] [--cpu C] [--mac MAC] [--limit S]
 #                    [--smp N] [--queues N] [--device-opts O] [--tap IFNAME] [--io-cpu C]
-#                    [--reconnect S] [--qemu-arg A]... -- ARGS...
+#                    [--reconnect S] [--machine M] [--qemu-arg A]... -- ARGS...
 #   qlib_wait_marker NAME REGEX SECONDS && echo "$MARKER"
 #   qlib_guest_wait NAME SECONDS  # until the guest powered off (bounded)
 #   qlib_result NAME TEST         # RESULT = its "UVHOST-TEST: name=TEST ..." line; 0 if PASS
@@ -31,8 +31,11 @@
 #    and the device's mq=on (N queue pairs; the guest's driver uses min(N, vCPUs));
 #    --device-opts: more virtio-net-pci properties (e.g. host_mtu=9000); --reconnect S:
 #    the chardev's reconnect=S (QEMU 7.2's spelling: when the backend goes away QEMU
-#    connects again every S seconds and replays the device's state); --qemu-arg A:
-#    one more QEMU argument, repeatable (e.g. -qmp, -incoming for migration); --tap IFNAME:
+#    connects again every S seconds and replays the device's state); --machine M:
+#    QEMU's -machine (default pc; q35 for intel-iommu); --qemu-arg A: one more QEMU
+#    argument, repeatable (e.g. -qmp, -incoming for migration), given before the
+#    network device (so a -device it adds, e.g. a pcie-root-port, can be the device's
+#    bus= in --device-opts); --tap IFNAME:
 #    no vhost-user but QEMU's own virtio-net on a kernel tap it creates itself
 #    (`-netdev tap,ifname=IFNAME,script=no,downscript=no,vhost=off`; QEMU runs in the
 #    namespace NS, if any, so the tap is made there: configure it after the start), guest memory a shared memfd (vhost-user needs the fd), virtio-net-pci with
@@ -97,7 +100,7 @@ qlib_choose_accel() {
 # kernel command line (uvhost.tests=..., uvhost.ip=..., see guest-init.sh). Returns once
 # QEMU wrote its pid file (or failed: then 1).
 qlib_guest_start() {
-  local name=$1 sock="" server=0 cpu=1 mac=52:54:00:12:34:56 limit=$QLIB_GUEST_S smp=1 queues=1 devopts="" tapname="" iocpu="" reconnect=""
+  local name=$1 sock="" server=0 cpu=1 mac=52:54:00:12:34:56 limit=$QLIB_GUEST_S smp=1 queues=1 devopts="" tapname="" iocpu="" reconnect="" machine=pc
   local -a qemu_args=()
   shift
   while (($#)); do
@@ -113,6 +116,7 @@ qlib_guest_start() {
       --tap) tapname=$2; shift 2 ;;
       --io-cpu) iocpu=$2; shift 2 ;;
       --reconnect) reconnect=$2; shift 2 ;;
+      --machine) machine=$2; shift 2 ;;
       --qemu-arg) qemu_args+=("$2"); shift 2 ;;
       --) shift; break ;;
       *) fail "qlib_guest_start: unknown option $1"; return 1 ;;
@@ -135,13 +139,13 @@ qlib_guest_start() {
   QEMU_VCPU_CPU[$name]=""
   QEMU_SMP[$name]=$smp
   [[ -n $iocpu ]] && QEMU_VCPU_CPU[$name]=$cpu
-  "${inns[@]}" timeout -k 5 "$limit" taskset -c "${iocpu:-$cpu}" "$QEMU" -name "uvhost-$name,debug-threads=on" -accel "$QLIB_ACCEL" -machine pc \
+  "${inns[@]}" timeout -k 5 "$limit" taskset -c "${iocpu:-$cpu}" "$QEMU" -name "uvhost-$name,debug-threads=on" -accel "$QLIB_ACCEL" -machine "$machine" \
     -m "$QLIB_MEM_MB" -smp "$smp" \
     -object "memory-backend-memfd,id=mem,size=${QLIB_MEM_MB}M,share=on" -numa node,memdev=mem \
     -kernel "$GUEST_KERNEL" -initrd "$GUEST_INITRD" \
     -append "console=ttyS0 loglevel=4 panic=-1 $*" \
-    "${chardev_args[@]}" -netdev "$netdev" -device "$device" \
-    -nodefaults -nographic -serial "file:$dir/guest-$name.log" -no-reboot -pidfile "$pidfile" "${qemu_args[@]}" \
+    "${qemu_args[@]}" "${chardev_args[@]}" -netdev "$netdev" -device "$device" \
+    -nodefaults -nographic -serial "file:$dir/guest-$name.log" -no-reboot -pidfile "$pidfile" \
     </dev/null >"$dir/qemu-$name.out" 2>&1 &
   QEMU_WRAP[$name]=$!
   ILIB_PIDS+=("$!")

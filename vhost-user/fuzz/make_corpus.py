@@ -41,17 +41,27 @@ def state(index, num):
     return struct.pack("<II", index, num)
 
 
-def handshake():
-    return (rec(3) + rec(1) + rec(15) + rec(16, u64(PROTOCOL)) + rec(17) + rec(2, u64(FEATURES)) +
+def handshake(protocol=PROTOCOL, features=FEATURES):
+    return (rec(3) + rec(1) + rec(15) + rec(16, u64(protocol)) + rec(17) + rec(2, u64(features)) +
             rec(36))
+
+
+# VIRTIO_F_ACCESS_PLATFORM and the back-end channel (BACKEND_REQ, protocol bit 5).
+IOMMU_FEATURES = FEATURES | (1 << 33)
+IOMMU_PROTOCOL = PROTOCOL | (1 << 5)
+UPDATE, INVALIDATE = 2, 3
+
+
+def iotlb(iova, size, uaddr=0, perm=0, kind=UPDATE):
+    return rec(22, struct.pack("<QQQBB6x", iova, size, uaddr, perm, kind))
 
 
 def mem_table():
     return rec(5, struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 0, RAM_BYTES, UVA, 0), fds=1, kind=RAM)
 
 
-def ring_setup(index, size=8, desc=0x0, avail=0x100, used=0x200):
-    addr = struct.pack("<IIQQQQ", index, 0, UVA + desc, UVA + used, UVA + avail, used)
+def ring_setup(index, size=8, desc=0x0, avail=0x100, used=0x200, base=UVA):
+    addr = struct.pack("<IIQQQQ", index, 0, base + desc, base + used, base + avail, used)
     return (rec(8, state(index, size)) + rec(10, state(index, 0)) + rec(9, addr) +
             rec(12, u64(index), fds=1) + rec(13, u64(index), fds=1) + rec(18, state(index, 1)))
 
@@ -88,6 +98,15 @@ def main():
     write("status_mtu_rarp", 3,
           handshake() + rec(39, u64(0xF)) + rec(40) + rec(20, u64(1500)) + rec(19, u64(0x112233445566)) +
           rec(7, fds=1) + rec(4))
+    # IOVAs equal to guest physical addresses; the rings' page first, the packet's later
+    # (a miss, then its update), an invalidation and a miss again, then hostile IOTLB
+    # messages (outside memory, no access, a frontend "miss", an unknown type).
+    write("iommu", 0,
+          handshake(IOMMU_PROTOCOL, IOMMU_FEATURES) + mem_table() + rec(21, fds=1, kind=SOCKET) +
+          ring_setup(1, base=0) + guest_packet() + iotlb(0, 0x1000, UVA, 3) + rec(POLL) +
+          iotlb(0x1000, 0x1000, UVA + 0x1000, 1) + rec(POLL) + iotlb(0x1000, 0x1000, kind=INVALIDATE) +
+          guest_packet() + rec(POLL) + iotlb(0, 0, kind=INVALIDATE) + iotlb(0x5000, 0x1000, UVA + RAM_BYTES, 3) +
+          iotlb(0, 1, UVA, 0) + iotlb(0, 1, UVA, 3, 1) + iotlb(0, 1, UVA, 3, 9) + rec(11, state(1, 0)))
     write("hostile", 0,
           handshake() + rec(8, state(0, 100)) + rec(8, state(9, 8)) + rec(12, u64(0x300)) +
           rec(5, struct.pack("<II", 2, 0) + bytes(64), fds=1, kind=RAM) + rec(999) +

@@ -59,12 +59,14 @@ BackendDevice::BackendDevice(Connection connection, DatapathHooks& hooks, Device
     : connection_(std::move(connection)),
       hooks_(hooks),
       options_(std::move(options)),
-      slots_(options_.max_mem_slots) {
+      slots_(options_.max_mem_slots),
+      backend_channel_(options_.name) {
   if (options_.queue_pairs == 0 || options_.queue_pairs > kMaxQueuePairs) {
     spdlog::warn("{}: {} queue pairs out of range 1..{}, using 1", options_.name, options_.queue_pairs, kMaxQueuePairs);
     options_.queue_pairs = 1;
   }
-  memory_ = std::make_unique<virtio::GuardedGuestMemory>(options_.memory_policy, virtio::GuestMemoryMap::create({}));
+  table_ = virtio::GuestMemoryMap::create({});
+  memory_ = std::make_unique<virtio::GuardedGuestMemory>(options_.memory_policy, table_->share());
   vrings_.resize(queue_count());
 }
 
@@ -218,6 +220,8 @@ BackendDevice::Outcome BackendDevice::dispatch(Message& message) {
          return Outcome{true, {}, Payload{uint64_t{d.status_}}};
        }},
       {Request::kSendRarp, [](BackendDevice& d, Message& m) { return d.on_send_rarp(std::get<uint64_t>(m.payload)); }},
+      {Request::kSetBackendReqFd, [](BackendDevice& d, Message& m) { return d.on_set_backend_req_fd(m); }},
+      {Request::kIotlbMsg, [](BackendDevice& d, Message& m) { return d.on_iotlb_msg(std::get<IotlbMessage>(m.payload)); }},
   };
   // Exactly the requests the parser accepts have a handler.
   static_assert([] {
@@ -257,11 +261,16 @@ BackendDevice::Outcome BackendDevice::on_set_features(uint64_t features) {
     }
   }
   const bool logging_changed = ((features ^ acked_features_) & feature::kLogAll) != 0;
+  const bool translation_changed = ((features ^ acked_features_) & feature::kAccessPlatform) != 0;
   if (((features ^ acked_features_) & ~feature::kLogAll) != 0) {
     spdlog::info("{}: negotiated features: {}", options_.name, fmt::join(feature_names(features), " "));
   }
   acked_features_ = features;
   hooks_.features_changed(features);
+  if (translation_changed) {
+    if (!access_platform()) iotlb_.clear();
+    publish_translation();
+  }
   if (logging_changed) {
     spdlog::info("{}: dirty-page logging {} (VHOST_F_LOG_ALL)", options_.name,
                  (features & feature::kLogAll) != 0 ? "on" : "off");
@@ -277,10 +286,62 @@ BackendDevice::Outcome BackendDevice::on_set_protocol_features(uint64_t features
 }
 
 void BackendDevice::publish_memory(std::unique_ptr<virtio::GuestMemoryMap> map) {
+  table_ = std::move(map);
+  publish_translation();
+}
+
+void BackendDevice::publish_translation() {
+  std::unique_ptr<virtio::GuestMemoryMap> next = access_platform() ? iotlb_.view(*table_) : table_->share();
+  if (!next) {  // cannot happen: the table and the IOTLB were both checked
+    spdlog::error("{}: cannot build the translation of guest memory; keeping the previous one", options_.name);
+    return;
+  }
   // Waits (RCU: a grace period) until no datapath reader can still see the old map,
-  // then unmaps it; readers are never blocked by this.
-  memory_->replace(std::move(map));
+  // then drops it (a region is unmapped with the last map sharing it); readers are
+  // never blocked by this.
+  memory_->replace(std::move(next));
   hooks_.memory_changed();
+}
+
+bool BackendDevice::access_platform() const noexcept {
+  return (acked_features_ & feature::kAccessPlatform) != 0;
+}
+
+IotlbStats BackendDevice::iotlb_stats() const noexcept {
+  return IotlbStats{iotlb_.size(),        iotlb_.updates(),
+                    iotlb_.invalidations(), iotlb_.evictions(),
+                    backend_channel_.misses_sent(), backend_channel_.misses_unreported()};
+}
+
+BackendDevice::Outcome BackendDevice::on_set_backend_req_fd(Message& message) {
+  if (Outcome gate = require_protocol(protocol::kBackendReq, "BACKEND_REQ"); !gate.ok) return gate;
+  backend_channel_.set(std::move(message.fds.at(0)));
+  return {};
+}
+
+BackendDevice::Outcome BackendDevice::on_iotlb_msg(const IotlbMessage& message) {
+  if (!access_platform()) return fail("VIRTIO_F_ACCESS_PLATFORM was not negotiated");
+  switch (static_cast<IotlbType>(message.type)) {
+    case IotlbType::kUpdate: {
+      const virtio::IovaMapping mapping{message.iova, message.size, message.user_addr,
+                                        static_cast<virtio::Access>(message.perm)};
+      std::string error;
+      if (!iotlb_.update(mapping, *table_, error)) return fail(error);
+      backend_channel_.translation_arrived(message.iova, message.size);
+      spdlog::debug("{}: IOTLB update iova {:#x} size {:#x} -> uaddr {:#x} perm {}", options_.name, message.iova,
+                    message.size, message.user_addr, message.perm);
+      break;
+    }
+    case IotlbType::kInvalidate:
+      iotlb_.invalidate(message.iova, message.size);
+      spdlog::debug("{}: IOTLB invalidate iova {:#x} size {:#x}", options_.name, message.iova, message.size);
+      break;
+    default:
+      return fail(fmt::format("IOTLB message type {} is not one a frontend sends (2 update, 3 invalidate)",
+                              message.type));
+  }
+  publish_translation();
+  return {};
 }
 
 BackendDevice::Outcome BackendDevice::on_set_mem_table(Message& message) {
@@ -462,7 +523,10 @@ BackendDevice::Outcome BackendDevice::try_start(uint32_t index) {
   start.config.desc_addr = address.desc_user_addr;
   start.config.avail_addr = address.avail_user_addr;
   start.config.used_addr = address.used_user_addr;
-  start.config.address_space = virtio::AddressSpace::kFrontendVirtual;
+  // With ACCESS_PLATFORM ring addresses are IOVAs, translated (and missed) like buffers.
+  start.config.address_space =
+      access_platform() ? virtio::AddressSpace::kGuestPhysical : virtio::AddressSpace::kFrontendVirtual;
+  start.config.translation_misses = access_platform() ? &backend_channel_ : nullptr;
   start.config.event_idx = (acked_features_ & feature::kRingEventIdx) != 0;
   start.config.indirect_desc = (acked_features_ & feature::kRingIndirectDesc) != 0;
   start.config.in_order = (acked_features_ & feature::kInOrder) != 0;

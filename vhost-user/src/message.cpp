@@ -156,6 +156,11 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
       if (size != kLogAreaSize) return bad_size(kLogAreaSize);
       message.payload = LogArea{load<uint64_t>(bytes, 0), load<uint64_t>(bytes, 8)};
       break;
+    case PayloadShape::kIotlb:
+      if (size != kIotlbSize) return bad_size(kIotlbSize);
+      message.payload = IotlbMessage{load<uint64_t>(bytes, 0), load<uint64_t>(bytes, 8), load<uint64_t>(bytes, 16),
+                                     load<uint8_t>(bytes, 24), load<uint8_t>(bytes, 25)};
+      break;
   }
 
   if (rule.indexed && index >= limits.queue_count) {
@@ -173,7 +178,9 @@ ParseResult parse_request(RawMessage raw, const ParseLimits& limits) {
   return message;
 }
 
-std::vector<std::byte> encode(Request request, uint32_t flags, const Payload& payload) {
+namespace {
+
+std::vector<std::byte> encode_message(uint32_t request, uint32_t flags, const Payload& payload) {
   std::vector<std::byte> body;
   std::visit(
       [&body](const auto& value) {
@@ -212,16 +219,33 @@ std::vector<std::byte> encode(Request request, uint32_t flags, const Payload& pa
           store(body, value.offset);
         } else if constexpr (std::is_same_v<T, VringFd>) {
           store(body, (uint64_t{value.index} & kVringIndexMask) | (value.no_fd ? kVringNoFdFlag : 0));
+        } else if constexpr (std::is_same_v<T, IotlbMessage>) {
+          store(body, value.iova);
+          store(body, value.size);
+          store(body, value.user_addr);
+          store(body, value.perm);
+          store(body, value.type);
+          body.resize(body.size() + (kIotlbSize - 26));  // the struct's tail padding
         }
       },
       payload);
   std::vector<std::byte> out;
   out.reserve(kHeaderSize + body.size());
-  store(out, static_cast<uint32_t>(request));
+  store(out, request);
   store(out, (flags & ~kVersionMask) | kVersion1);
   store(out, static_cast<uint32_t>(body.size()));
   out.insert(out.end(), body.begin(), body.end());
   return out;
+}
+
+}  // namespace
+
+std::vector<std::byte> encode(Request request, uint32_t flags, const Payload& payload) {
+  return encode_message(static_cast<uint32_t>(request), flags, payload);
+}
+
+std::vector<std::byte> encode(BackendRequest request, uint32_t flags, const Payload& payload) {
+  return encode_message(static_cast<uint32_t>(request), flags, payload);
 }
 
 ReplyResult parse_reply(RawMessage raw, Request expected, ReplyKind kind) {

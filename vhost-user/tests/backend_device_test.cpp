@@ -170,7 +170,7 @@ TEST(BackendDeviceTest, PackedRingsStartStopAndRestartFromTheirBase) {
   GuestRam ram(1 << 20);
   TestFrontend frontend;
   EXPECT_NE(frontend.get_u64(Request::kGetFeatures) & feature::kRingPacked, 0u);
-  frontend.negotiate(~uint64_t{0});
+  frontend.negotiate(~feature::kAccessPlatform);
   ASSERT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()}),
             std::optional<uint64_t>(0));
   PackedGuestTxQueue tx(ram, kRingsGpa, 100, true);  // IN_ORDER was acked: two chains, one used descriptor
@@ -213,7 +213,7 @@ TEST(BackendDeviceTest, SplitRingsKeepTheirSizeAndBaseRules) {
 TEST(BackendDeviceTest, PackedRingBaseBeyondTheSizeIsRefusedAtStart) {
   GuestRam ram(1 << 20);
   TestFrontend frontend;
-  frontend.negotiate(~uint64_t{0});
+  frontend.negotiate(~feature::kAccessPlatform);
   ASSERT_EQ(frontend.send_acked(Request::kSetMemTable, Payload{one_region_table(ram)}, {ram.fd.get()}),
             std::optional<uint64_t>(0));
   PackedGuestTxQueue tx(ram, kRingsGpa, 8);

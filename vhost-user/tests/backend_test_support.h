@@ -118,8 +118,9 @@ class TestFrontend {
   }
 
   // QEMU's start-up handshake: owner, features, protocol features (all we offer, but
-  // RING_PACKED unless the mask asks for it: QEMU's default is packed=off).
-  void negotiate(uint64_t features_mask = ~feature::kRingPacked) {
+  // RING_PACKED and ACCESS_PLATFORM unless the mask asks for them: QEMU's defaults are
+  // packed=off and iommu_platform=off).
+  void negotiate(uint64_t features_mask = ~(feature::kRingPacked | feature::kAccessPlatform)) {
     ASSERT_EQ(send(Request::kSetOwner), BackendDevice::Progress::kContinue);
     const uint64_t features = get_u64(Request::kGetFeatures);
     const uint64_t protocol = get_u64(Request::kGetProtocolFeatures);

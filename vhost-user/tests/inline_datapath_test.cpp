@@ -62,7 +62,8 @@ class DeviceRig {
   }
 
   // Owner, every protocol feature, and the offered features less `removed` and less
-  // RING_PACKED (these rigs drive split rings).
+  // RING_PACKED and ACCESS_PLATFORM (these rigs drive split rings with addresses as QEMU
+  // sends them without an IOMMU).
   void negotiate(uint64_t removed = 0) {
     ASSERT_EQ(send(Request::kSetOwner), Progress::kContinue);
     send(Request::kGetFeatures);
@@ -71,7 +72,7 @@ class DeviceRig {
     send(Request::kGetProtocolFeatures);
     const uint64_t protocol = reply_u64(Request::kGetProtocolFeatures).value_or(0);
     ASSERT_EQ(send(Request::kSetProtocolFeatures, Payload{protocol}), Progress::kContinue);
-    features_ = offered & ~removed & ~feature::kRingPacked;
+    features_ = offered & ~removed & ~feature::kRingPacked & ~feature::kAccessPlatform;
     ASSERT_EQ(send_acked(Request::kSetFeatures, Payload{features_}), std::optional<uint64_t>(0));
   }
   uint64_t features() const { return features_; }

@@ -23,6 +23,7 @@
 #include "uvhost/virtio/detail/ring_access.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/queue_error.h"
+#include "uvhost/virtio/translation_miss.h"
 
 namespace uvhost::virtio::detail {
 
@@ -33,6 +34,7 @@ struct WalkContext {
   bool indirect_allowed;
   ChainDirection direction;
   IoVector& indirect_scratch;   // reused for the indirect table's host pieces
+  TranslationNeed& failed_translation;  // set when a buffer or table does not translate
 };
 
 // What went wrong, in numbers; formatted only when it is logged.
@@ -65,12 +67,13 @@ template <ChainDirection kDirection>
                                            DescriptorChain& chain, GuestMemoryMap::RegionCursor& cursor) {
   constexpr bool kWritable = kDirection == ChainDirection::kWritableOnly;
   constexpr uint16_t kWantedFlags = kWritable ? kDescFlagWrite : 0;
+  constexpr Access kAccess = kWritable ? Access::kWrite : Access::kRead;
   IoVector& pieces = kWritable ? chain.writable : chain.readable;
   if (!context.indirect_allowed || (head_desc.flags & kDescFlagNext) != 0 || head_desc.len == 0 ||
       head_desc.len % kDescriptorSize != 0 || head_desc.len / kDescriptorSize > context.queue_size) {
     return false;
   }
-  const std::byte* table = context.memory.host_within_region(head_desc.addr, head_desc.len, cursor);
+  const std::byte* table = context.memory.host_within_region(head_desc.addr, head_desc.len, cursor, Access::kRead);
   if (table == nullptr) return false;
   const uint32_t table_size = head_desc.len / static_cast<uint32_t>(kDescriptorSize);
   uint32_t index = 0;
@@ -80,7 +83,7 @@ template <ChainDirection kDirection>
     const Descriptor desc = load_descriptor(table + size_t{index} * kDescriptorSize);  // need not be aligned
     if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
     total_bytes += desc.len;
-    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor)) return false;
+    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor, kAccess)) return false;
     ++walked;
     if ((desc.flags & kDescFlagNext) == 0) break;
     if (desc.next >= table_size || walked >= table_size) return false;
@@ -97,6 +100,7 @@ template <ChainDirection kDirection>
   static_assert(kDirection != ChainDirection::kAny, "the fast walk serves one-direction chains only");
   constexpr bool kWritable = kDirection == ChainDirection::kWritableOnly;
   constexpr uint16_t kWantedFlags = kWritable ? kDescFlagWrite : 0;
+  constexpr Access kAccess = kWritable ? Access::kWrite : Access::kRead;
   IoVector& pieces = kWritable ? chain.writable : chain.readable;
   chain.clear();
   chain.head = head;
@@ -108,7 +112,7 @@ template <ChainDirection kDirection>
   uint32_t walked = 0;
   for (;;) {
     if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
-    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor)) return false;
+    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor, kAccess)) return false;
     ++walked;
     if ((desc.flags & kDescFlagNext) == 0) break;
     if (desc.next >= context.queue_size || walked >= context.queue_size) return false;
@@ -163,6 +167,7 @@ template <ChainDirection kDirection>
       context.indirect_scratch.clear();
       const TranslateStatus status = context.memory.translate(desc.addr, desc.len, context.indirect_scratch);
       if (status != TranslateStatus::kOk) {
+        context.failed_translation = TranslationNeed{desc.addr, desc.len, Access::kRead};
         return UVHOST_WALK_FAIL(QueueError::kIndirectNotMapped, desc.addr, desc.len, status);
       }
       table = context.indirect_scratch.size() == 1 ? context.indirect_scratch[0].data : nullptr;
@@ -195,11 +200,13 @@ template <ChainDirection kDirection>
       return UVHOST_WALK_FAIL(QueueError::kChainTooLarge, desc.addr, total_bytes, TranslateStatus::kOk);
     }
     IoVector& pieces = writable ? chain.writable : chain.readable;
-    const TranslateStatus status = context.memory.translate(desc.addr, desc.len, pieces);
+    const Access access = writable ? Access::kWrite : Access::kRead;
+    const TranslateStatus status = context.memory.translate(desc.addr, desc.len, pieces, access);
     if (status != TranslateStatus::kOk) [[unlikely]] {
       if (status == TranslateStatus::kTooManyPieces) {
         return UVHOST_WALK_FAIL(QueueError::kChainTooLarge, desc.addr, pieces.max_pieces(), status);
       }
+      context.failed_translation = TranslationNeed{desc.addr, desc.len, access};
       return UVHOST_WALK_FAIL(QueueError::kBufferNotMapped, desc.addr, desc.len, status);
     }
 

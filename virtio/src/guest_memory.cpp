@@ -146,12 +146,19 @@ const MemoryRegion* GuestMemoryMap::faulted_region() const noexcept {
   return nullptr;
 }
 
-GuestMemoryMap::GuestMemoryMap(std::vector<std::unique_ptr<MemoryRegion>> regions)
+GuestMemoryMap::GuestMemoryMap(std::vector<std::shared_ptr<MemoryRegion>> regions)
     : regions_(std::move(regions)), generation_(g_next_generation.fetch_add(1, std::memory_order_relaxed)) {
   for (const auto& region : regions_) by_frontend_.push_back(region.get());
 }
 
 std::unique_ptr<GuestMemoryMap> GuestMemoryMap::create(std::vector<std::unique_ptr<MemoryRegion>> regions) {
+  std::vector<std::shared_ptr<MemoryRegion>> shared;
+  shared.reserve(regions.size());
+  for (auto& region : regions) shared.push_back(std::move(region));
+  return from_regions(std::move(shared));
+}
+
+std::unique_ptr<GuestMemoryMap> GuestMemoryMap::from_regions(std::vector<std::shared_ptr<MemoryRegion>> regions) {
   for (const auto& region : regions) {
     if (!region) {
       spdlog::error("guest memory: null region in memory table");
@@ -168,7 +175,8 @@ std::unique_ptr<GuestMemoryMap> GuestMemoryMap::create(std::vector<std::unique_p
   }
   std::unique_ptr<GuestMemoryMap> map(new GuestMemoryMap(std::move(regions)));
   for (const auto& region : map->regions_) {
-    map->guest_ranges_.push_back(GuestRange{region->guest_phys_addr(), region->guest_last(), region->host()});
+    map->guest_ranges_.push_back(GuestRange{region->guest_phys_addr(), region->guest_last(), region->host(),
+                                            static_cast<uint8_t>(Access::kReadWrite)});
   }
   std::sort(map->by_frontend_.begin(), map->by_frontend_.end(),
             [](const MemoryRegion* a, const MemoryRegion* b) { return a->frontend_addr() < b->frontend_addr(); });
@@ -180,6 +188,87 @@ std::unique_ptr<GuestMemoryMap> GuestMemoryMap::create(std::vector<std::unique_p
     }
   }
   return map;
+}
+
+std::unique_ptr<GuestMemoryMap> GuestMemoryMap::share() const { return from_regions(regions_); }
+
+std::unique_ptr<GuestMemoryMap> GuestMemoryMap::iova_view(std::span<const IovaMapping> mappings) const {
+  std::vector<const IovaMapping*> sorted;
+  sorted.reserve(mappings.size());
+  for (const IovaMapping& mapping : mappings) {
+    if (mapping.size == 0 || range_wraps(mapping.iova, mapping.size) || range_wraps(mapping.frontend_addr, mapping.size)) {
+      spdlog::error("guest memory: IOVA mapping {:#x}+{:#x} is empty or wraps", mapping.iova, mapping.size);
+      return nullptr;
+    }
+    sorted.push_back(&mapping);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const IovaMapping* a, const IovaMapping* b) { return a->iova < b->iova; });
+  std::unique_ptr<GuestMemoryMap> view = share();
+  if (!view) return nullptr;
+  std::vector<GuestRange>& ranges = view->guest_ranges_;
+  ranges.clear();
+  uint64_t previous_last = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const IovaMapping& mapping = *sorted[i];
+    if (i > 0 && mapping.iova <= previous_last) {
+      spdlog::error("guest memory: IOVA mappings overlap at {:#x}", mapping.iova);
+      return nullptr;
+    }
+    previous_last = mapping.iova + (mapping.size - 1);
+    // One range per region the mapping's frontend addresses fall in; gaps are left out.
+    uint64_t offset = 0;
+    while (offset < mapping.size) {
+      const uint64_t frontend = mapping.frontend_addr + offset;
+      const MemoryRegion* region = find_frontend(frontend);
+      if (region == nullptr) {
+        // Skip to the next region that starts inside the mapping, if any.
+        auto next = std::upper_bound(by_frontend_.begin(), by_frontend_.end(), frontend,
+                                     [](uint64_t a, const MemoryRegion* r) { return a < r->frontend_addr(); });
+        if (next == by_frontend_.end() || (*next)->frontend_addr() - mapping.frontend_addr >= mapping.size) break;
+        offset = (*next)->frontend_addr() - mapping.frontend_addr;
+        continue;
+      }
+      const uint64_t in_region = region->frontend_last() - frontend + 1;  // >= 1; 0 means all 2^64
+      const uint64_t left = mapping.size - offset;
+      const uint64_t length = in_region == 0 ? left : std::min(left, in_region);
+      const GuestRange range{mapping.iova + offset, mapping.iova + offset + (length - 1),
+                             region->host() + (frontend - region->frontend_addr()),
+                             static_cast<uint8_t>(mapping.access)};
+      if (!ranges.empty() && ranges.back().last + 1 == range.first && ranges.back().access == range.access &&
+          ranges.back().host + (ranges.back().last - ranges.back().first + 1) == range.host) {
+        ranges.back().last = range.last;
+      } else {
+        ranges.push_back(range);
+      }
+      offset += length;
+    }
+  }
+  return view;
+}
+
+bool GuestMemoryMap::covers_frontend(uint64_t frontend_addr, uint64_t len) const noexcept {
+  if (len == 0 || range_wraps(frontend_addr, len)) return false;
+  const uint64_t last = frontend_addr + (len - 1);
+  uint64_t at = frontend_addr;
+  for (;;) {
+    const MemoryRegion* region = find_frontend(at);
+    if (region == nullptr) return false;
+    if (region->frontend_last() >= last) return true;
+    at = region->frontend_last() + 1;
+  }
+}
+
+std::optional<uint64_t> GuestMemoryMap::first_unmapped(uint64_t guest_addr, uint64_t len) const noexcept {
+  if (len == 0) return std::nullopt;
+  if (range_wraps(guest_addr, len)) len = std::numeric_limits<uint64_t>::max() - guest_addr + 1;
+  const uint64_t last = guest_addr + (len - 1);
+  uint64_t at = guest_addr;
+  for (;;) {
+    const GuestRange* range = find_guest(at);
+    if (range == nullptr) return at;
+    if (range->last >= last) return std::nullopt;
+    at = range->last + 1;
+  }
 }
 
 const GuestMemoryMap::GuestRange* GuestMemoryMap::find_guest_binary(uint64_t guest_addr) const noexcept {
@@ -202,10 +291,14 @@ const MemoryRegion* GuestMemoryMap::find_frontend(uint64_t frontend_addr) const 
 // [guest_addr, last] starts in `range` and runs past its end: one piece per region, all
 // or nothing.
 TranslateStatus GuestMemoryMap::translate_spanning(uint64_t guest_addr, uint64_t last, const GuestRange* range,
-                                                   IoVector& out) const {
+                                                   IoVector& out, Access need) const {
   const size_t size_before = out.size();
   uint64_t cursor = guest_addr;
   for (;;) {
+    if (!grants(range->access, need)) {
+      out.truncate(size_before);
+      return TranslateStatus::kNoAccess;
+    }
     const uint64_t piece_last = std::min(last, range->last);
     if (!out.push_back(IoPiece{range->host + (cursor - range->first), static_cast<size_t>(piece_last - cursor + 1)})) {
       out.truncate(size_before);
@@ -221,10 +314,10 @@ TranslateStatus GuestMemoryMap::translate_spanning(uint64_t guest_addr, uint64_t
   }
 }
 
-std::byte* GuestMemoryMap::translate_contiguous(uint64_t guest_addr, uint64_t len) const noexcept {
+std::byte* GuestMemoryMap::translate_contiguous(uint64_t guest_addr, uint64_t len, Access need) const noexcept {
   if (len == 0 || range_wraps(guest_addr, len)) return nullptr;
   const GuestRange* range = find_guest(guest_addr);
-  if (range == nullptr || guest_addr + (len - 1) > range->last) return nullptr;
+  if (range == nullptr || guest_addr + (len - 1) > range->last || !grants(range->access, need)) return nullptr;
   return range->host + (guest_addr - range->first);
 }
 
@@ -244,10 +337,11 @@ std::optional<uint64_t> GuestMemoryMap::frontend_to_guest(uint64_t frontend_addr
 std::optional<uint64_t> GuestMemoryMap::host_to_guest(const std::byte* host) const noexcept {
   // Compare as integers: relational comparison of pointers into different objects is
   // unspecified, and `host` may belong to no region at all.
+  // By region, not by range: an IOVA view's ranges are keyed by IOVA, the log by GPA.
   const auto address = reinterpret_cast<uintptr_t>(host);
-  for (const GuestRange& range : guest_ranges_) {
-    const auto first = reinterpret_cast<uintptr_t>(range.host);
-    if (address >= first && address - first <= range.last - range.first) return range.first + (address - first);
+  for (const auto& region : regions_) {
+    const auto first = reinterpret_cast<uintptr_t>(region->host());
+    if (address >= first && address - first <= region->size() - 1) return region->guest_phys_addr() + (address - first);
   }
   return std::nullopt;
 }

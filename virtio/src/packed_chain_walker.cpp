@@ -36,11 +36,13 @@ class BufferChecks {
       return failed(QueueError::kChainTooLarge, fmt::format("{} bytes by {} {}", total_bytes_, where, index));
     }
     IoVector& pieces = writable ? chain_.writable : chain_.readable;
-    const TranslateStatus status = context_.memory.translate(addr, len, pieces);
+    const Access access = writable ? Access::kWrite : Access::kRead;
+    const TranslateStatus status = context_.memory.translate(addr, len, pieces, access);
     if (status == TranslateStatus::kTooManyPieces) {
       return failed(QueueError::kChainTooLarge, fmt::format("more than {} pieces", pieces.max_pieces()));
     }
     if (status != TranslateStatus::kOk) {
+      context_.failed_translation = TranslationNeed{addr, len, access};
       return failed(QueueError::kBufferNotMapped,
                     fmt::format("{} {} buffer {:#x}+{}: {}", where, index, addr, len, to_string(status)));
     }
@@ -75,6 +77,7 @@ QueueError walk_indirect(const PackedWalkContext& context, const PackedDescripto
   context.indirect_scratch.clear();
   const TranslateStatus status = context.memory.translate(desc.addr, desc.len, context.indirect_scratch);
   if (status != TranslateStatus::kOk) {
+    context.failed_translation = TranslationNeed{desc.addr, desc.len, Access::kRead};
     return checks.failed(QueueError::kIndirectNotMapped, fmt::format("descriptor {}: table {:#x}+{}: {}", slot,
                                                                       desc.addr, desc.len, to_string(status)));
   }

@@ -24,6 +24,7 @@
 #include "uvhost/virtio/descriptor_chain.h"
 #include "uvhost/virtio/guest_memory.h"
 #include "uvhost/virtio/queue_error.h"
+#include "uvhost/virtio/translation_miss.h"
 
 namespace uvhost::virtio::detail {
 
@@ -34,6 +35,7 @@ struct PackedWalkContext {
   bool indirect_allowed;
   ChainDirection direction;
   IoVector& indirect_scratch;  // reused for the indirect table's host pieces
+  TranslationNeed& failed_translation;  // set when a buffer or table does not translate
 };
 
 // `slots` receives the ring slots the chain took (1 for an indirect one).

@@ -46,7 +46,9 @@ bool DeviceQueue::start_packed(const GuestMemoryMap& memory) {
   const uint32_t capacity = std::bit_ceil(config_.size);
   index_mask_ = static_cast<uint16_t>(capacity - 1);
   rings_generation_ = 0;
-  if (!resolve_packed_rings(memory)) return false;
+  miss_generation_ = 0;
+  // With an IOTLB the rings may not translate yet: resolved on first use (split_queue.h).
+  if (!resolve_packed_rings(memory) && is_broken()) return false;
   shadow_ = std::make_unique<UsedElement[]>(capacity);
   popped_slots_ = std::make_unique<uint16_t[]>(capacity);
   packed_avail_ = base;
@@ -61,13 +63,18 @@ bool DeviceQueue::start_packed(const GuestMemoryMap& memory) {
 
 bool DeviceQueue::resolve_packed_rings(const GuestMemoryMap& memory) {
   const bool by_guest = config_.address_space == AddressSpace::kGuestPhysical;
-  auto translate = [&](uint64_t addr, size_t len) {
-    return by_guest ? memory.translate_contiguous(addr, len) : memory.translate_frontend_contiguous(addr, len);
+  auto translate = [&](const TranslationNeed& area) {
+    return by_guest ? memory.translate_contiguous(area.addr, area.len, area.access)
+                    : memory.translate_frontend_contiguous(area.addr, area.len);
   };
-  std::byte* desc = translate(config_.desc_addr, desc_table_bytes(config_.size));
-  std::byte* driver_area = translate(config_.avail_addr, kPackedEventAreaBytes);
-  std::byte* device_area = translate(config_.used_addr, kPackedEventAreaBytes);
+  const TranslationNeed desc_ring{config_.desc_addr, desc_table_bytes(config_.size), Access::kReadWrite};
+  const TranslationNeed driver{config_.avail_addr, kPackedEventAreaBytes, Access::kRead};
+  const TranslationNeed device{config_.used_addr, kPackedEventAreaBytes, Access::kWrite};
+  std::byte* desc = translate(desc_ring);
+  std::byte* driver_area = translate(driver);
+  std::byte* device_area = translate(device);
   if (desc == nullptr || driver_area == nullptr || device_area == nullptr) {
+    if (ring_translation_missed(memory, {desc_ring, driver, device})) return false;
     fail(QueueError::kRingNotMapped,
          fmt::format("packed: descriptors {:#x} driver area {:#x} device area {:#x} size {}{}", config_.desc_addr,
                      config_.avail_addr, config_.used_addr, config_.size, by_guest ? "" : " (frontend addresses)"));
@@ -112,8 +119,8 @@ uint16_t DeviceQueue::available_packed(uint16_t enough, uint32_t* slots_counted)
 
 size_t DeviceQueue::pop_burst_packed(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
                                      ChainDirection direction) {
-  const detail::PackedWalkContext context{memory, desc_, config_.size, config_.indirect_desc, direction,
-                                          indirect_table_};
+  const detail::PackedWalkContext context{memory,         desc_, config_.size, config_.indirect_desc, direction,
+                                          indirect_table_, failed_translation_};
   std::string detail;
   size_t count = 0;
   for (; count < chains.size(); ++count) {
@@ -125,6 +132,8 @@ size_t DeviceQueue::pop_burst_packed(const GuestMemoryMap& memory, std::span<Des
     const QueueError error =
         detail::walk_packed_chain(context, packed_avail_.index, config_.size - slots_held_, chains[count], slots, detail);
     if (error != QueueError::kNone) [[unlikely]] {
+      // An IOTLB miss: this chain waits (unconsumed) for the translation.
+      if (is_translation_failure(error) && chain_translation_missed(memory)) break;
       fail(error, fmt::format("packed ring position {} (wrap {}): {}", packed_avail_.index, packed_avail_.wrap ? 1 : 0,
                               detail));
       break;

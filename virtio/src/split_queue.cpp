@@ -46,6 +46,7 @@ void DeviceQueue::reset() {
   error_ = QueueError::kNone;
   desc_ = avail_ = used_ = nullptr;
   rings_generation_ = 0;
+  miss_generation_ = 0;
   index_mask_ = 0;
   last_avail_ = avail_shadow_ = used_idx_ = published_used_ = signalled_used_ = 0;
   signalled_valid_ = false;
@@ -73,13 +74,14 @@ bool DeviceQueue::start(const QueueConfig& config, const GuestMemoryMap& memory)
   }
   index_mask_ = static_cast<uint16_t>(config.size - 1);
   rings_generation_ = 0;
-  if (!resolve_rings(memory)) return false;
+  miss_generation_ = 0;
+  rings_read_ = false;
   shadow_ = std::make_unique<UsedElement[]>(config.size);
-  // relaxed: only we write used->idx; this picks up where a previous backend stopped.
-  used_idx_ = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_relaxed);
-  published_used_ = used_idx_;
   signalled_valid_ = false;
   avail_shadow_ = last_avail_;
+  // With an IOTLB the rings may not translate yet (a miss was reported): the queue
+  // starts and resolves them, reading used->idx then, on its first usable operation.
+  if (!resolve_rings(memory) && is_broken()) return false;
   started_ = true;
   return true;
 }
@@ -88,13 +90,18 @@ bool DeviceQueue::resolve_rings(const GuestMemoryMap& memory) {
   if (config_.packed) return resolve_packed_rings(memory);
   const uint32_t size = config_.size;
   const bool by_guest = config_.address_space == AddressSpace::kGuestPhysical;
-  auto translate = [&](uint64_t addr, size_t len) {
-    return by_guest ? memory.translate_contiguous(addr, len) : memory.translate_frontend_contiguous(addr, len);
+  auto translate = [&](const TranslationNeed& area) {
+    return by_guest ? memory.translate_contiguous(area.addr, area.len, area.access)
+                    : memory.translate_frontend_contiguous(area.addr, area.len);
   };
-  std::byte* desc = translate(config_.desc_addr, desc_table_bytes(size));
-  std::byte* avail = translate(config_.avail_addr, avail_ring_bytes(size, config_.event_idx));
-  std::byte* used = translate(config_.used_addr, used_ring_bytes(size, config_.event_idx));
+  const TranslationNeed desc_area{config_.desc_addr, desc_table_bytes(size), Access::kRead};
+  const TranslationNeed avail_area{config_.avail_addr, avail_ring_bytes(size, config_.event_idx), Access::kRead};
+  const TranslationNeed used_area{config_.used_addr, used_ring_bytes(size, config_.event_idx), Access::kWrite};
+  std::byte* desc = translate(desc_area);
+  std::byte* avail = translate(avail_area);
+  std::byte* used = translate(used_area);
   if (desc == nullptr || avail == nullptr || used == nullptr) {
+    if (ring_translation_missed(memory, {desc_area, avail_area, used_area})) return false;
     fail(QueueError::kRingNotMapped, fmt::format("desc {:#x} avail {:#x} used {:#x} size {}{}", config_.desc_addr,
                                                  config_.avail_addr, config_.used_addr, size,
                                                  by_guest ? "" : " (frontend addresses)"));
@@ -111,6 +118,34 @@ bool DeviceQueue::resolve_rings(const GuestMemoryMap& memory) {
   used_ = used;
   used_elements_aligned8_ = is_aligned(used + kRingEntriesOffset, 8);
   rings_generation_ = memory.generation();
+  if (!rings_read_) {
+    // relaxed: only we write used->idx; this picks up where a previous backend stopped.
+    used_idx_ = ring_load<uint16_t>(used_ + kRingIdxOffset, std::memory_order_relaxed);
+    published_used_ = used_idx_;
+    rings_read_ = true;
+  }
+  return true;
+}
+
+bool DeviceQueue::ring_translation_missed(const GuestMemoryMap& memory, std::initializer_list<TranslationNeed> areas) {
+  if (config_.translation_misses == nullptr) return false;
+  bool missed = false;
+  for (const TranslationNeed& area : areas) {
+    if (const std::optional<uint64_t> iova = memory.first_unmapped(area.addr, area.len)) {
+      config_.translation_misses->translation_missed(*iova, area.access);
+      missed = true;
+    }
+  }
+  if (missed) miss_generation_ = memory.generation();
+  return missed;
+}
+
+bool DeviceQueue::chain_translation_missed(const GuestMemoryMap& memory) {
+  if (config_.translation_misses == nullptr) return false;
+  const std::optional<uint64_t> iova = memory.first_unmapped(failed_translation_.addr, failed_translation_.len);
+  if (!iova) return false;
+  config_.translation_misses->translation_missed(*iova, failed_translation_.access);
+  miss_generation_ = memory.generation();
   return true;
 }
 
@@ -171,7 +206,8 @@ size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<Descriptor
     // Unchecked on purpose: a prefetch never faults, and the walk checks the head.
     __builtin_prefetch(desc + size_t{head} * kDescriptorSize);
   }
-  const detail::WalkContext context{memory, desc_, config_.size, config_.indirect_desc, direction, indirect_table_};
+  const detail::WalkContext context{memory,         desc_, config_.size, config_.indirect_desc, direction,
+                                    indirect_table_, failed_translation_};
   GuestMemoryMap::RegionCursor cursor;
   for (size_t i = 0; i < count; ++i) {
     DescriptorChain& chain = chains[i];
@@ -185,6 +221,8 @@ size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<Descriptor
     const QueueError error = detail::walk_chain(context, chain.head, chain, failure);
     if (error != QueueError::kNone) [[unlikely]] {
       last_avail_ = static_cast<uint16_t>(last_avail_ + i);
+      // An IOTLB miss: this chain waits (unconsumed) for the translation.
+      if (is_translation_failure(error) && chain_translation_missed(memory)) return i;
       fail(error, fmt::format("avail entry {}: {}", last_avail_, detail::describe(error, failure, context)));
       return i;
     }
@@ -289,7 +327,9 @@ void DeviceQueue::disable_guest_kicks(const GuestMemoryMap& memory) {
 
 bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
   if (!usable(memory)) return false;
-  if (config_.packed) return enable_guest_kicks_packed();
+  // Waiting for an IOTLB translation, what is available cannot be taken under this map:
+  // no reason to look again before it changes (the datapath runs again then).
+  if (config_.packed) return enable_guest_kicks_packed() && !waiting_for_translation(memory);
   if (config_.event_idx) {
     // "Kick me when you publish the entry after the last one I consumed."
     ring_store<uint16_t>(used_ + avail_event_offset(config_.size), last_avail_, std::memory_order_relaxed);
@@ -302,13 +342,13 @@ bool DeviceQueue::enable_guest_kicks(const GuestMemoryMap& memory) {
   detail::full_barrier();
   // relaxed: only compared here; pop() reloads avail->idx with acquire before use.
   const uint16_t avail_idx = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
-  return avail_idx != last_avail_;
+  return avail_idx != last_avail_ && !waiting_for_translation(memory);
 }
 
 bool DeviceQueue::enable_guest_kicks_for_more(const GuestMemoryMap& memory, uint16_t more) {
   if (!usable(memory)) return false;
   if (more == 0) more = 1;
-  if (config_.packed) return enable_guest_kicks_for_more_packed(more);
+  if (config_.packed) return enable_guest_kicks_for_more_packed(more) && !waiting_for_translation(memory);
   // relaxed: a snapshot to compare against; the fence below orders the re-read.
   const uint16_t seen = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
   if (config_.event_idx) {
@@ -322,7 +362,7 @@ bool DeviceQueue::enable_guest_kicks_for_more(const GuestMemoryMap& memory, uint
   detail::full_barrier();
   // relaxed: only compared here; pop() reloads avail->idx with acquire before use.
   const uint16_t now = ring_load<uint16_t>(avail_ + kRingIdxOffset, std::memory_order_relaxed);
-  return static_cast<uint16_t>(now - seen) >= more;
+  return static_cast<uint16_t>(now - seen) >= more && !waiting_for_translation(memory);
 }
 
 }  // namespace uvhost::virtio

@@ -146,7 +146,9 @@ class DeviceDatapath final : public vhost_user::DatapathHooks, public backends::
   void call_fd_changed(uint32_t index, int call_fd) override;
   void err_fd_changed(uint32_t index, int err_fd) override;
   void used_log_changed(uint32_t index, bool log_used, uint64_t log_guest_addr) override;
-  void memory_changed() override {}
+  // Runs every started vring's handler once: a queue waiting for an IOTLB translation
+  // (virtio/translation_miss.h) tries again with the new map.
+  void memory_changed() override;
   void features_changed(uint64_t features) override;
   void log_changed(vhost_user::DirtyLog* log) override;
   void rarp_requested(const std::array<uint8_t, 6>& mac) override;

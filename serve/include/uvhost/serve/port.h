@@ -48,13 +48,15 @@
 //    honours (PortBackend::offered_features: offered_features() here, before and
 //    during connections alike); negotiated_features() is what the frontend's last
 //    SET_FEATURES acked on the current connection (0 between connections), guest_mtu()
-//    its NET_SET_MTU (0 if none). Any thread.
+//    its NET_SET_MTU (0 if none), iotlb() its IOTLB figures (VIRTIO_F_ACCESS_PLATFORM;
+//    vhost_user/iotlb.h) as of its last message (all 0 between connections). Any thread.
 //  - set_memory_policy() applies from the next connection on (the guard of guest
 //    memory is chosen when the device is created).
 //  - Nothing a frontend does affects other ports: each port has its own thread, device
 //    and memory; a protocol violation ends that connection only.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -64,6 +66,7 @@
 #include <atomic>
 #include <vector>
 
+#include "uvhost/vhost_user/iotlb.h"
 #include "uvhost/backends/port_backend.h"
 #include "uvhost/backends/switch_backend.h"
 #include "uvhost/datapath/device_datapath.h"
@@ -123,6 +126,7 @@ class Port {
   uint64_t offered_features() const noexcept;
   uint64_t negotiated_features() const noexcept { return negotiated_.load(std::memory_order_relaxed); }
   uint16_t guest_mtu() const noexcept { return guest_mtu_.load(std::memory_order_relaxed); }
+  vhost_user::IotlbStats iotlb() const noexcept;
   std::vector<datapath::QueueSnapshot> snapshot() const;
   const backends::PortBackend* backend() const noexcept { return backend_.get(); }
   datapath::DeviceDatapath* datapath() noexcept { return datapath_.get(); }
@@ -163,6 +167,9 @@ class Port {
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> negotiated_{0};
   std::atomic<uint16_t> guest_mtu_{0};
+  // The connection's BackendDevice::IotlbStats, field by field.
+  std::array<std::atomic<uint64_t>, 6> iotlb_{};
+  void store_iotlb(const vhost_user::IotlbStats& stats) noexcept;
   std::atomic<sync::GuardPolicy> memory_policy_;
   std::chrono::steady_clock::time_point next_stats_;
 };

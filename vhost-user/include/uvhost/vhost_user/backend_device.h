@@ -9,7 +9,15 @@
 //    GET/SET_PROTOCOL_FEATURES, SET_OWNER, RESET_OWNER, SET_MEM_TABLE,
 //    GET_MAX_MEM_SLOTS, ADD_MEM_REG, REM_MEM_REG, SET_VRING_NUM/ADDR/BASE,
 //    GET_VRING_BASE, SET_VRING_KICK/CALL/ERR, SET_VRING_ENABLE, GET_QUEUE_NUM,
-//    GET/SET_STATUS, NET_SET_MTU, SET_LOG_BASE, SET_LOG_FD, SEND_RARP.
+//    GET/SET_STATUS, NET_SET_MTU, SET_LOG_BASE, SET_LOG_FD, SEND_RARP,
+//    SET_BACKEND_REQ_FD, IOTLB_MSG.
+//  - VIRTIO_F_ACCESS_PLATFORM acked: what the datapath translates through is the IOVA
+//    view of the memory table made from the IOTLB (iotlb.h), republished on every
+//    IOTLB update or invalidation and every memory table change; ring addresses are
+//    IOVAs; a queue's misses go out on the back-end channel (backend_channel.h). An
+//    IOTLB_MSG without the feature, of a type other than update (2) or invalidate (3),
+//    or an update outside the memory table is refused. Without the feature the memory
+//    table itself is published, as before.
 //  - GET_FEATURES offers offered_net_features(queue_pairs, backend_features)
 //    (features.h); SET_FEATURES is refused when it holds a bit not offered or breaks
 //    the spec's offload dependency rules (virtio/net_features.h: e.g. HOST_TSO4
@@ -50,9 +58,11 @@
 #include <vector>
 
 #include "uvhost/sync/read_mostly.h"
+#include "uvhost/vhost_user/backend_channel.h"
 #include "uvhost/vhost_user/connection.h"
 #include "uvhost/vhost_user/datapath_hooks.h"
 #include "uvhost/vhost_user/dirty_log.h"
+#include "uvhost/vhost_user/iotlb.h"
 #include "uvhost/vhost_user/memory_slots.h"
 #include "uvhost/vhost_user/message.h"
 #include "uvhost/virtio/guarded_guest_memory.h"
@@ -120,6 +130,9 @@ class BackendDevice {
   const RingControl& vring(uint32_t index) const { return vrings_.at(index); }
   size_t memory_slot_count() const noexcept { return slots_.size(); }
   virtio::GuardedGuestMemory& memory() noexcept { return *memory_; }
+  bool access_platform() const noexcept;
+  // The IOTLB and the back-end channel (VIRTIO_F_ACCESS_PLATFORM), for stats.
+  IotlbStats iotlb_stats() const noexcept;
   DirtyLog* dirty_log() noexcept { return log_.get(); }
 
  private:
@@ -148,9 +161,14 @@ class BackendDevice {
   Outcome on_net_set_mtu(uint64_t mtu);
   Outcome on_set_status(uint64_t status);
   Outcome on_send_rarp(uint64_t payload);
+  Outcome on_set_backend_req_fd(Message& message);
+  Outcome on_iotlb_msg(const IotlbMessage& message);
   Outcome require_protocol(uint64_t bit, const char* name) const;
 
+  // A new memory table (SET_MEM_TABLE, ADD/REM_MEM_REG): kept, and published.
   void publish_memory(std::unique_ptr<virtio::GuestMemoryMap> map);
+  // Publishes what the datapath translates through: the memory table, or its IOVA view.
+  void publish_translation();
   Outcome try_start(uint32_t index);
   uint16_t stop(uint32_t index);
   void stop_all();
@@ -175,6 +193,9 @@ class BackendDevice {
   std::array<uint8_t, 6> rarp_mac_{};
 
   MemorySlots slots_;
+  std::unique_ptr<virtio::GuestMemoryMap> table_;  // the memory table as last built
+  Iotlb iotlb_;
+  BackendChannel backend_channel_;
   std::unique_ptr<virtio::GuardedGuestMemory> memory_;
   std::unique_ptr<DirtyLog> log_;
   base::UniqueFd log_eventfd_;

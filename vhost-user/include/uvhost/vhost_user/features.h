@@ -8,7 +8,7 @@
 // Contract
 // --------
 //  - offered_net_features(pairs, backend): what GET_FEATURES answers: the base set
-//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, IN_ORDER, RING_PACKED, MTU,
+//    every port has (VERSION_1, MRG_RXBUF, EVENT_IDX, INDIRECT_DESC, IN_ORDER, RING_PACKED, ACCESS_PLATFORM, MTU,
 //    STATUS, GUEST_ANNOUNCE, PROTOCOL_FEATURES, LOG_ALL, and MQ with more than one pair) plus
 //    what the port's backend can honour (`backend`, only offload bits count: see
 //    kBackendSettable; others are ignored).
@@ -27,6 +27,11 @@
 //    adds the used side's in the upper 16 bits (backend_device.cpp).
 //  - feature_names(word): net_feature::names() with vhost-user's two bits named too
 //    (LOG_ALL, PROTOCOL_FEATURES, after the others).
+//  - ACCESS_PLATFORM (virtio 1.2, 6; the spec's "IOMMU support"): offered by every port.
+//    A driver that acks it gives IOVAs everywhere, which the device translates through
+//    the IOTLB the frontend fills (iotlb.h) and asks for on a miss on the back-end
+//    channel (backend_channel.h, protocol feature BACKEND_REQ). QEMU acks it only for
+//    a device with iommu_platform=on, and then requires BACKEND_REQ and REPLY_ACK.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +57,7 @@ inline constexpr uint64_t kRingIndirectDesc = mask(nf::kRingIndirectDesc);
 inline constexpr uint64_t kRingEventIdx = mask(nf::kRingEventIdx);
 inline constexpr uint64_t kInOrder = mask(nf::kInOrder);
 inline constexpr uint64_t kRingPacked = mask(nf::kRingPacked);
+inline constexpr uint64_t kAccessPlatform = mask(nf::kAccessPlatform);
 inline constexpr uint64_t kProtocolFeatures = bit(30);  // VHOST_USER_F_PROTOCOL_FEATURES
 inline constexpr uint64_t kVersion1 = mask(nf::kVersion1);
 // The bits a backend may add to the offer: the offloads it honours.
@@ -64,17 +70,19 @@ inline constexpr uint64_t kLogShmfd = bit(1);
 inline constexpr uint64_t kRarp = bit(2);
 inline constexpr uint64_t kReplyAck = bit(3);
 inline constexpr uint64_t kNetMtu = bit(4);
+inline constexpr uint64_t kBackendReq = bit(5);  // the spec's BACKEND_REQ (formerly SLAVE_REQ)
 inline constexpr uint64_t kConfigureMemSlots = bit(15);
 inline constexpr uint64_t kStatus = bit(16);
 // Everything this backend implements; nothing else is offered or accepted.
-inline constexpr uint64_t kImplemented = kMq | kLogShmfd | kRarp | kReplyAck | kNetMtu | kConfigureMemSlots | kStatus;
+inline constexpr uint64_t kImplemented =
+    kMq | kLogShmfd | kRarp | kReplyAck | kNetMtu | kBackendReq | kConfigureMemSlots | kStatus;
 }  // namespace protocol
 
 // GET_FEATURES' answer for a device with `queue_pairs` queue pairs whose backend
 // honours `backend_features` (see the contract).
 constexpr uint64_t offered_net_features(uint32_t queue_pairs, uint64_t backend_features = 0) {
   return feature::kVersion1 | feature::kNetMrgRxbuf | feature::kRingEventIdx | feature::kRingIndirectDesc |
-         feature::kInOrder | feature::kRingPacked | feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
+         feature::kInOrder | feature::kRingPacked | feature::kAccessPlatform | feature::kNetMtu | feature::kNetStatus | feature::kNetGuestAnnounce | feature::kProtocolFeatures |
          feature::kLogAll | (queue_pairs > 1 ? feature::kNetMq : 0) | (backend_features & feature::kBackendSettable);
 }
 

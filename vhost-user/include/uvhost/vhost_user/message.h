@@ -82,6 +82,12 @@ enum class Request : uint32_t {
   kGetStatus = 40,
 };
 
+// Back-end -> front-end requests on the back-end channel (SET_BACKEND_REQ_FD), the
+// spec's "Back-end message types": the ones this backend sends.
+enum class BackendRequest : uint32_t {
+  kIotlbMsg = 1,  // VHOST_USER_BACKEND_IOTLB_MSG: an IOTLB miss
+};
+
 
 // Header flags.
 inline constexpr uint32_t kVersionMask = 0x3;
@@ -109,7 +115,17 @@ inline constexpr uint32_t kVringFlagLog = 0x1;
 
 // What an accepted request carries on the wire: its payload, its fds, whether it names
 // a vring.
-enum class PayloadShape : uint8_t { kEmpty, kU64, kVringState, kVringAddress, kMemTable, kSingleRegion, kLogArea, kVringFd };
+enum class PayloadShape : uint8_t {
+  kEmpty,
+  kU64,
+  kVringState,
+  kVringAddress,
+  kMemTable,
+  kSingleRegion,
+  kLogArea,
+  kVringFd,
+  kIotlb,
+};
 
 struct RequestRule {
   bool accepted = false;  // false: the parser refuses the request as unsupported
@@ -162,8 +178,8 @@ inline constexpr RequestEntry kRequestTable[] = {
     {Request::kSetVringEnable, "VHOST_USER_SET_VRING_ENABLE", detail::accept_indexed(PayloadShape::kVringState)},
     {Request::kSendRarp, "VHOST_USER_SEND_RARP", detail::accept(PayloadShape::kU64)},
     {Request::kNetSetMtu, "VHOST_USER_NET_SET_MTU", detail::accept(PayloadShape::kU64)},
-    {Request::kSetBackendReqFd, "VHOST_USER_SET_BACKEND_REQ_FD", detail::kUnsupported},
-    {Request::kIotlbMsg, "VHOST_USER_IOTLB_MSG", detail::kUnsupported},
+    {Request::kSetBackendReqFd, "VHOST_USER_SET_BACKEND_REQ_FD", detail::accept(PayloadShape::kEmpty, 1, 1)},
+    {Request::kIotlbMsg, "VHOST_USER_IOTLB_MSG", detail::accept(PayloadShape::kIotlb)},
     {Request::kSetVringEndian, "VHOST_USER_SET_VRING_ENDIAN", detail::kUnsupported},
     {Request::kGetConfig, "VHOST_USER_GET_CONFIG", detail::kUnsupported},
     {Request::kSetConfig, "VHOST_USER_SET_CONFIG", detail::kUnsupported},
@@ -245,6 +261,18 @@ struct LogArea {
   uint64_t offset = 0;  // where the bitmap starts in the fd
 };
 
+// VHOST_USER_IOTLB_MSG and VHOST_USER_BACKEND_IOTLB_MSG: struct vhost_iotlb_msg.
+enum class IotlbType : uint8_t { kMiss = 1, kUpdate = 2, kInvalidate = 3, kAccessFail = 4 };
+inline constexpr uint8_t kIotlbPermRead = 1;   // VHOST_ACCESS_RO
+inline constexpr uint8_t kIotlbPermWrite = 2;  // VHOST_ACCESS_WO (3: both)
+struct IotlbMessage {
+  uint64_t iova = 0;
+  uint64_t size = 0;
+  uint64_t user_addr = 0;
+  uint8_t perm = 0;
+  uint8_t type = 0;  // an IotlbType, as the frontend sent it (checked by the device)
+};
+
 // SET_VRING_KICK/CALL/ERR, decoded.
 struct VringFd {
   uint32_t index = 0;
@@ -252,7 +280,7 @@ struct VringFd {
 };
 
 using Payload = std::variant<std::monostate, uint64_t, VringState, VringAddress, MemoryTable, SingleRegion,
-                             LogArea, VringFd>;
+                             LogArea, VringFd, IotlbMessage>;
 
 // Wire sizes of the payloads.
 inline constexpr size_t kU64Size = 8;
@@ -262,6 +290,7 @@ inline constexpr size_t kMemoryRegionSize = 32;
 inline constexpr size_t kMemTableHeaderSize = 8;  // count + padding
 inline constexpr size_t kSingleRegionSize = 40;   // padding + region
 inline constexpr size_t kLogAreaSize = 16;
+inline constexpr size_t kIotlbSize = 32;  // three u64, perm, type, and 6 bytes of padding
 
 // A message as it came off the socket, before any judgement.
 struct RawMessage {
@@ -305,6 +334,8 @@ std::vector<std::byte> encode(Request request, uint32_t flags, const Payload& pa
 inline std::vector<std::byte> encode_reply(Request request, const Payload& payload) {
   return encode(request, kFlagReply, payload);
 }
+// A back-end request for the back-end channel.
+std::vector<std::byte> encode(BackendRequest request, uint32_t flags, const Payload& payload);
 
 // ---- replies (front-end side) ----
 enum class ReplyKind { kU64, kVringState };

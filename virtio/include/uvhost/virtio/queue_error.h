@@ -39,6 +39,12 @@ enum class QueueError {
   kRingBaseOutOfRange,      // packed: the base's position (SET_VRING_BASE) is not below the queue size
 };
 
+// The errors a failed translation of a buffer or an indirect table gives: with an
+// IOTLB (translation_miss.h) such a failure may be a miss instead.
+constexpr bool is_translation_failure(QueueError error) noexcept {
+  return error == QueueError::kBufferNotMapped || error == QueueError::kIndirectNotMapped;
+}
+
 // What each error means, for log lines and test messages.
 inline constexpr auto kQueueErrorNames = base::name_table<QueueError>({
     {QueueError::kNone, "no error"},

@@ -19,6 +19,19 @@
 //    calls do nothing, until reset(). Nothing is read or written outside the mapped
 //    regions, and every loop is bounded by the queue size.
 //  - Ring state for vhost-user GET/SET_VRING_BASE: last_avail_index() and the setters.
+//  - VIRTIO_F_ACCESS_PLATFORM (config().translation_misses set): addresses are IOVAs
+//    and the map is an IOVA view (guest_memory.h). An address no range translates is a
+//    miss, not a violation (translation_miss.h): the sink hears of it, the chain stays
+//    available, the queue stays whole. start() then succeeds even when the rings are
+//    not translatable yet: they are resolved (and a split ring's used index read) on
+//    the first operation whose map translates them. A range that is mapped but does not
+//    grant the access (a writable buffer in a read-only mapping) is still a violation.
+//    While a miss is outstanding under the same map, enable_guest_kicks() and
+//    enable_guest_kicks_for_more() do not report available chains (a caller would only
+//    spin on them): the owner runs the queue again when a new map is published.
+//    Accesses: descriptors, indirect tables and the driver's ring or area are read;
+//    writable buffers and the used ring or device area written; a packed descriptor
+//    ring both.
 //
 //  What it trusts and what it does not
 //  - Trusted: the caller (one thread per queue; DeviceQueue is not thread-safe), the
@@ -70,6 +83,7 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -81,6 +95,7 @@
 #include "uvhost/virtio/packed_ring_layout.h"
 #include "uvhost/virtio/queue_error.h"
 #include "uvhost/virtio/ring_layout.h"
+#include "uvhost/virtio/translation_miss.h"
 
 namespace uvhost::virtio {
 
@@ -99,6 +114,9 @@ struct QueueConfig {
   bool indirect_desc = false;  // VIRTIO_F_INDIRECT_DESC negotiated
   bool in_order = false;       // VIRTIO_F_IN_ORDER negotiated: publish_used() batches read-only chains
   bool packed = false;         // VIRTIO_F_RING_PACKED: the three addresses are the packed ring's
+  // VIRTIO_F_ACCESS_PLATFORM: addresses are IOVAs; misses go here (see the contract).
+  // Not owned; outlives the queue.
+  TranslationMissSink* translation_misses = nullptr;
 };
 
 class DeviceQueue {
@@ -220,6 +238,16 @@ class DeviceQueue {
     return resolve_rings(memory);
   }
   bool resolve_rings(const GuestMemoryMap& memory);
+  // A ring that did not translate: a miss reported (true, the queue waits) or a
+  // violation (false, the caller fails the queue).
+  bool ring_translation_missed(const GuestMemoryMap& memory, std::initializer_list<TranslationNeed> areas);
+  // The chain walk's last failed translation (failed_translation_): true if it is a
+  // miss, reported; false if it is a violation.
+  bool chain_translation_missed(const GuestMemoryMap& memory);
+  // A miss was reported under this very map: nothing more can be taken before it changes.
+  bool waiting_for_translation(const GuestMemoryMap& memory) const noexcept {
+    return miss_generation_ == memory.generation();
+  }
   [[gnu::always_inline]] inline void store_used_element(uint16_t slot, UsedElement element);
   void store_in_order_batches();  // publish_used() with VIRTIO_F_IN_ORDER and more than one pending
   void fail(QueueError error, const std::string& detail);
@@ -246,6 +274,8 @@ class DeviceQueue {
   std::byte* avail_ = nullptr;
   std::byte* used_ = nullptr;
   uint64_t rings_generation_ = 0;
+  bool rings_read_ = false;  // split: used->idx read (at the first resolve of a start)
+  uint64_t miss_generation_ = 0;  // the map of the last translation miss (0: none; generations start at 1)
   uint16_t index_mask_ = 0;
 
   uint16_t last_avail_ = 0;     // next avail ring entry to pop
@@ -256,6 +286,7 @@ class DeviceQueue {
   bool signalled_valid_ = false;
 
   IoVector indirect_table_;     // scratch: host pieces of the indirect table being walked
+  TranslationNeed failed_translation_;  // what the last failed chain walk could not translate
   std::unique_ptr<UsedElement[]> shadow_;  // used elements by slot, until publish_used()
   bool used_elements_aligned8_ = false;    // each used element is 8-byte aligned in host memory
 
