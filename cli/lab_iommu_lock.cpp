@@ -24,8 +24,12 @@ struct IommuLockOptions {
 void run_lab_iommu_lock(IommuLockOptions& options) {
   const auto& config = options.config;
   fmt::print("read-mostly DMA-mapping table (vfio type1: mutex vs rwsem) - {} reader threads translate through "
-             "the guest memory map\n",
-             fmt::join(config.threads, "/"));
+             "{}\n",
+             fmt::join(config.threads, "/"),
+             config.table == bench::lab::IommuTableKind::kIotlb
+                 ? fmt::format("the IOTLB's IOVA view ({} page translations; an update remaps one page)",
+                               bench::lab::IommuTable::kIotlbPages)
+                 : std::string("the guest memory map (an update is a new memory table)"));
   fmt::print("mix {}:1 = one writer publishes a new map per {} translations; read-only = no writer\n",
              config.reads_per_update, config.reads_per_update);
   fmt::print("{} runs x {} ms per cell, policies interleaved (order rotated each run); cells are mean ±95% CI\n\n",
@@ -54,6 +58,19 @@ void add_lab_iommu_lock(CLI::App& lab) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  const auto& tables = experiments::kIommuTableKindNames;
+  cmd->add_option_function<std::string>(
+         "--table",
+         [options, &tables](const std::string& text) { options->config.table = *base::parse(tables, text); },
+         "What is translated through and updated: memory-table (SET_MEM_TABLE) or iotlb "
+         "(VIRTIO_F_ACCESS_PLATFORM: IOVA lookups, one IOTLB update per map change)")
+      ->check(CLI::Validator(
+          [&tables](const std::string& text) {
+            return base::parse(tables, text) ? std::string()
+                                             : fmt::format("'{}' unknown ({})", text, base::join_names(tables, ", "));
+          },
+          ""))
+      ->default_str(std::string(base::name_of(tables, options->config.table)));
   add_names_option(*cmd, "--policies", options->config.policies, sync::kGuardPolicyNames, "Guard policies");
   add_names_option(*cmd, "--mixes", options->config.mixes, bench::lab::kIommuMixNames,
                    "Workloads: mix (one writer, see --reads-per-update), read-only");

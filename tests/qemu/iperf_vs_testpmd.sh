@@ -6,7 +6,7 @@
 #   iperf_vs_testpmd.sh --uvhost PATH [--rounds 4] [--secs 5]
 #                       [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]
 #                       [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH]
-#                       [--port-extra-b KEYS]
+#                       [--port-extra-b KEYS] [--iommu off|strict|lazy]
 #
 # Each round boots the guest once per arrangement (the order rotates from round to round,
 # so no arrangement always goes first), and each boot prints the negotiated virtio
@@ -28,6 +28,15 @@
 # --qemu-cpus LIST puts QEMU on those CPUs instead (e.g. 0,1: the scheduler decides);
 # with --qemu-io-cpu C, only QEMU's vCPU thread stays there and its other threads
 # (the main loop: qemu-tap's tap I/O, vhost-user's interrupt injection) run on C.
+# --iommu strict|lazy puts every arrangement's device behind a virtual IOMMU, as
+# qemu_test.sh's iommu case does: -machine q35, -device intel-iommu,intremap=off,
+# device-iotlb=on, the device on a -device pcie-root-port,id=rp0,chassis=1 with
+# iommu_platform=on,ats=on,bus=rp0, and the guest's kernel with intel_iommu=on and
+# iommu.strict=1 (strict: each buffer unmapped, the IOTLB invalidated, as soon as it is
+# used) or iommu.strict=0 (lazy: invalidations batched); testpmd's vhost PMD then gets
+# iommu-support=1 (without it DPDK offers no ACCESS_PLATFORM and QEMU refuses the
+# device), uvhost's ports offer it always, and qemu-tap's device translates in QEMU.
+# Default off: machine pc, no IOMMU.
 #
 # Figures per boot and direction: iperf3's receiver-side Mbit/s as the guest reports
 # it, the sender's retransmits, and the CPU time (utime + stime from /proc/PID/stat) of
@@ -48,7 +57,7 @@ HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b="" port_extra_b=""
+uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b="" port_extra_b="" iommu=off
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -60,11 +69,12 @@ while (($#)); do
     --qemu-cpus) qemu_cpus=$2; shift 2 ;;
     --uvhost-b) uvhost_b=$2; shift 2 ;;
     --port-extra-b) port_extra_b=$2; shift 2 ;;
+    --iommu) iommu=$2; shift 2 ;;
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
-[[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ ]] ||
-  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap,uvhost-b] [--port-extra KEYS] [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH] [--port-extra-b KEYS]" >&2; exit 64; }
+[[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ && $iommu =~ ^(off|strict|lazy)$ ]] ||
+  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap,uvhost-b] [--port-extra KEYS] [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH] [--port-extra-b KEYS] [--iommu off|strict|lazy]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 IFS=, read -r -a order <<<"$arrangements"
 [[ -z $uvhost_b ]] && uvhost_b=$uvhost
@@ -76,9 +86,19 @@ if [[ " ${order[*]} " == *" testpmd "* ]] && ! command -v "${TESTPMD:-dpdk-testp
   echo "note: ${TESTPMD:-dpdk-testpmd} not found: the testpmd arrangement is left out"
   read -r -a order <<<"$(tr ' ' '\n' <<<"${order[*]}" | grep -vx testpmd | tr '\n' ' ')"
 fi
+# The virtual IOMMU (--iommu): QEMU's options (qlib_guest_start's), the guest's kernel
+# arguments, testpmd's vhost PMD key.
+iommu_qemu=() iommu_kernel=() iommu_vdev=""
+if [[ $iommu != off ]]; then
+  # shellcheck disable=SC2054  # the commas are QEMU's: one -device's properties
+  iommu_qemu=(--machine q35 --qemu-arg -device --qemu-arg intel-iommu,intremap=off,device-iotlb=on
+    --qemu-arg -device --qemu-arg pcie-root-port,id=rp0,chassis=1 --device-opts iommu_platform=on,ats=on,bus=rp0)
+  iommu_kernel=(intel_iommu=on "iommu.strict=$([[ $iommu == strict ]] && echo 1 || echo 0)")
+  iommu_vdev=",iommu-support=1"
+fi
 ilib_init qemu-iperf
 CLK_TCK=$(getconf CLK_TCK)
-echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU $qemu_cpus, its other threads on CPU ${io_cpu:-$qemu_cpus}"
+echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU $qemu_cpus, its other threads on CPU ${io_cpu:-$qemu_cpus}; IOMMU $iommu${iommu_kernel[*]:+ (${iommu_kernel[*]})}"
 
 host_ip=10.0.0.1 guest_ip=10.0.0.2
 results=$dir/results.txt   # arrangement round direction mbps retransmits cpu_qemu cpu_backend window_s
@@ -103,8 +123,8 @@ measure() {
   # except QEMU's own: made by QEMU, configured once it is there (the guest waits for
   # its peer to answer a ping before iperf3 begins).
   if [[ $arrangement != qemu-tap ]]; then qlib_iperf_server "$host_ip" 0 || return 1; fi
-  qlib_guest_start "$name" --cpu "$qemu_cpus" ${io_cpu:+--io-cpu "$io_cpu"} "$@" -- uvhost.tests=link,iperf,iperf-r uvhost.ip="$guest_ip/24" \
-    uvhost.peer="$host_ip" uvhost.secs="$secs" || return 1
+  qlib_guest_start "$name" --cpu "$qemu_cpus" ${io_cpu:+--io-cpu "$io_cpu"} "${iommu_qemu[@]}" "$@" -- uvhost.tests=link,iperf,iperf-r \
+    uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" uvhost.secs="$secs" "${iommu_kernel[@]}" || return 1
   if [[ $arrangement == qemu-tap ]]; then
     qlib_tap_up "$tap" "$host_ip" || return 1
     qlib_iperf_server "$host_ip" 0 || return 1
@@ -180,7 +200,7 @@ round_testpmd() {
   tap=uvqt$$
   "${NS[@]}" timeout -k 5 -s INT $((QLIB_GUEST_S + 60)) "${TESTPMD:-dpdk-testpmd}" --no-huge -m 512 --no-pci \
     --lcores '0@0,1@0' --file-prefix "uvh-iperf-$$-$r" \
-    --vdev "net_vhost0,iface=$sock,queues=1" --vdev "net_tap0,iface=$tap" -- \
+    --vdev "net_vhost0,iface=$sock,queues=1$iommu_vdev" --vdev "net_tap0,iface=$tap" -- \
     --total-num-mbufs=16384 --forward-mode=io --stats-period 1 >"$log" 2>&1 &
   local tp=$!
   ILIB_PIDS+=("$tp")
@@ -272,7 +292,7 @@ run() {
     done
   done
   echo
-  echo "iperf3 TCP, receiver Mbit/s as the guest reports it; mean ± 95% CI half-width over $rounds rounds (alternated, ${secs} s per run); CPU s: QEMU's and the backend's CPU time in the run's window"
+  echo "iperf3 TCP, receiver Mbit/s as the guest reports it; mean ± 95% CI half-width over $rounds rounds (alternated, ${secs} s per run; IOMMU $iommu); CPU s: QEMU's and the backend's CPU time in the run's window"
   echo
   report
   local got

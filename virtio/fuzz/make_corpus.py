@@ -54,6 +54,11 @@ def main():
     seed("spanning_frontend", 0x00, [(0x3FF0, 0x40, 0, 0)], [0], frontend=True)
     # IN_ORDER: four read-only transmit chains (one batched used entry) then a receive.
     seed("in_order_tx", 0x90, [(0x1000 + 0x100 * i, 64, 0, 0) for i in range(4)], [0, 1, 2, 3], tx_pops=4)
+    # IOVA mode (VIRTIO_F_ACCESS_PLATFORM): the buffers' page 1 unmapped (misses), then a
+    # write into a read-only page 1 (a violation); frame_len is the IOTLB's page mask.
+    seed("iova_miss", 0x38, [(0x1000, 12, NEXT, 1), (0x1010, 64, 0, 0), (0x0800, 60, 0, 0)], [2, 0],
+         frame_len=1 << 1)
+    seed("iova_read_only", 0x38, [(0x0800, 64, 0, 0), (0x1000, 64, WRITE, 0)], [0, 1], frame_len=1 << 10)
     # Legacy 10-byte header, plain receive.
     seed("rx_legacy", 0x60, [(0x1000, 1514, WRITE, 0)], [0], frame_len=1000, tx_pops=0)
 

@@ -60,3 +60,40 @@ TEST(IommuTable, CheckCatchesAMapThatMixesVersions) {
 
 }  // namespace
 }  // namespace uvhost::experiments
+
+namespace uvhost::experiments {
+namespace {
+
+// The IOTLB kind: accesses are IOVAs inside one page; every published view translates
+// them to one of the page's candidates; an update moves exactly one page.
+TEST(IommuTableIotlb, ViewsTranslateEachIovaPageToOneOfItsCandidates) {
+  IommuTable table(IommuTable::vm_layout(), IommuTableKind::kIotlb);
+  const auto accesses = table.make_accesses(5000, 3);
+  for (const auto& a : accesses) {
+    ASSERT_LT(a.region, IommuTable::kIotlbPages);
+    ASSERT_EQ((a.guest_addr - IommuTable::kIovaBase) / IommuTable::kPage, a.region);
+    ASSERT_LE((a.guest_addr - IommuTable::kIovaBase) % IommuTable::kPage + a.len, IommuTable::kPage);
+  }
+  IommuTable::Publisher publisher = table.publisher();
+  auto first = publisher.initial();
+  virtio::IoVector scratch(4);
+  for (const auto& a : accesses) ASSERT_TRUE(table.check(*first, a, scratch));
+  // Page 1 is the first to move; page 2 keeps its translation.
+  const IommuTable::Access page1{IommuTable::kIovaBase + IommuTable::kPage, 64, 1};
+  const IommuTable::Access page2{IommuTable::kIovaBase + 2 * IommuTable::kPage, 64, 2};
+  virtio::IoVector before(4), after(4), other(4), other_after(4);
+  ASSERT_EQ(first->translate(page1.guest_addr, 64, before), virtio::TranslateStatus::kOk);
+  ASSERT_EQ(first->translate(page2.guest_addr, 64, other), virtio::TranslateStatus::kOk);
+  auto second = publisher.next();
+  ASSERT_EQ(second->translate(page1.guest_addr, 64, after), virtio::TranslateStatus::kOk);
+  ASSERT_EQ(second->translate(page2.guest_addr, 64, other_after), virtio::TranslateStatus::kOk);
+  EXPECT_NE(before[0].data, after[0].data);
+  EXPECT_EQ(other[0].data, other_after[0].data);
+  EXPECT_TRUE(table.check(*second, page1, scratch));
+  for (const auto& a : accesses) ASSERT_TRUE(table.check(*second, a, scratch));
+  // The memory table itself does not translate IOVAs.
+  EXPECT_FALSE(table.check(*table.build(0), page1, scratch));
+}
+
+}  // namespace
+}  // namespace uvhost::experiments

@@ -76,7 +76,7 @@ IommuRunSample run_iommu_once(const IommuLockLabConfig& config, const IommuTable
 IommuLockLabResult run_iommu_lock_lab(const IommuLockLabConfig& config,
                                       const std::function<void(const std::string&)>& progress) {
   validate(config);
-  IommuTable table;
+  IommuTable table(IommuTable::vm_layout(), config.table);
   IommuLockLabResult result{config, {}};
   run_grid(
       result.cells, config.threads, config.mixes, config.policies, config.runs, true, kFields,
@@ -183,7 +183,8 @@ nlohmann::json iommu_lock_lab_json(const IommuLockLabResult& result) {
   nlohmann::json j;
   j["experiment"] = "iommu-lock";
   j["seed"] = "002";  // the JSON key tools and tests read: which upstream experiment this is
-  j["config"] = {{"threads", c.threads},
+  j["config"] = {{"table", std::string(experiments::to_string(c.table))},
+                 {"threads", c.threads},
                  {"policies", names(c.policies)},
                  {"mixes", names(c.mixes)},
                  {"runs", c.runs},

@@ -8,7 +8,8 @@
 //    reader first does one read() before the window opens (RCU registration); then
 //    every `sample_every`-th translation is timed alone into `Histogram` (record(ns),
 //    merge()).
-//  - The writer publishes version 1, 2, ... each time the readers together have done
+//  - The writer publishes the table's next map (IommuTable::Publisher: a new memory
+//    table, or an IOTLB update's view) each time the readers together have done
 //    another `reads_per_update` translations, sleeping in between for about the time
 //    the readers need to get there.
 #pragma once
@@ -108,8 +109,8 @@ void reader_main(const virtio::GuardedGuestMemory& memory, const IommuTable& tab
 }
 
 template <class Slots, class Counts>
-void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table, const Slots& slots, RunShared& shared,
-                 int reads_per_update, Counts& out) {
+void writer_main(virtio::GuardedGuestMemory& memory, IommuTable::Publisher& publisher, const Slots& slots,
+                 RunShared& shared, int reads_per_update, Counts& out) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);  // 1 us (default 50 us): the paced sleeps end on time
   shared.wait_for_go();
   const int64_t cpu_start = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -121,7 +122,7 @@ void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table, co
     for (const auto& slot : slots) total += slot->published.load(std::memory_order_relaxed);
     const uint64_t target = (updates + 1) * static_cast<uint64_t>(reads_per_update);
     if (total >= target) {
-      memory.replace(table.build(updates + 1));  // SET_MEM_TABLE: a new map, the old one retired
+      memory.replace(publisher.next());  // SET_MEM_TABLE or IOTLB_MSG: a new map, the old one retired
       ++updates;
       continue;
     }
@@ -143,7 +144,8 @@ void writer_main(virtio::GuardedGuestMemory& memory, const IommuTable& table, co
 template <class Histogram>
 IommuLoadCounts<Histogram> run_iommu_load(const IommuTable& table, sync::GuardPolicy policy, const IommuLoad& load) {
   using namespace iommu_load_detail;
-  virtio::GuardedGuestMemory memory(policy, table.build(0));
+  IommuTable::Publisher publisher = table.publisher();
+  virtio::GuardedGuestMemory memory(policy, publisher.initial());
   RunShared shared;
   std::vector<std::unique_ptr<ReaderSlot<Histogram>>> slots;
   slots.reserve(static_cast<std::size_t>(load.readers));
@@ -164,7 +166,7 @@ IommuLoadCounts<Histogram> run_iommu_load(const IommuTable& table, sync::GuardPo
   IommuLoadCounts<Histogram> out;
   std::thread writer;
   if (load.writer)
-    writer = std::thread([&] { writer_main(memory, table, slots, shared, load.reads_per_update, out); });
+    writer = std::thread([&] { writer_main(memory, publisher, slots, shared, load.reads_per_update, out); });
 
   const int64_t t0 = clock_ns(CLOCK_MONOTONIC);
   shared.go.store(true, std::memory_order_release);  // release: the readers' accesses are built

@@ -4,6 +4,10 @@
 // at VM boot, none afterwards) and measured no benefit. Our equivalent table is the
 // guest memory map the datapath translates every descriptor through:
 // virtio::GuardedGuestMemory, replaced wholesale on SET_MEM_TABLE / an IOTLB update.
+// `table`: what is translated through and replaced (experiments::IommuTableKind): the
+// memory table (SET_MEM_TABLE), or the IOTLB of a device behind a virtual IOMMU - the
+// path vfio's lock was on: IOVA lookups in thousands of page translations, and an
+// update per IOTLB_MSG (one page remapped, the view rebuilt, as BackendDevice does).
 //
 //  - `threads` readers (1, 2, 4, 8, 16: more than the cores on purpose - the argument
 //    is about a preempted lock holder) translate guest addresses the datapath's way:
@@ -45,6 +49,7 @@
 namespace uvhost::bench::lab {
 
 using experiments::IommuTable;
+using experiments::IommuTableKind;
 
 enum class IommuMix { kMixed, kReadOnly };
 // "mix" or "read-only" (tables print the mix as "372:1").
@@ -54,6 +59,7 @@ constexpr const auto& enum_names(IommuMix) noexcept { return kIommuMixNames; }
 using base::to_string;
 
 struct IommuLockLabConfig {
+  IommuTableKind table = IommuTableKind::kMemoryTable;
   std::vector<int> threads{1, 2, 4, 8, 16};
   std::vector<sync::GuardPolicy> policies{std::begin(sync::kAllGuardPolicies), std::end(sync::kAllGuardPolicies)};
   std::vector<IommuMix> mixes{IommuMix::kMixed, IommuMix::kReadOnly};
