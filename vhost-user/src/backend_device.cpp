@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "uvhost/vhost_user/features.h"
+#include "uvhost/vhost_user/socket_inspection.h"
 
 namespace uvhost::vhost_user {
 
@@ -315,6 +316,13 @@ IotlbStats BackendDevice::iotlb_stats() const noexcept {
 
 BackendDevice::Outcome BackendDevice::on_set_backend_req_fd(Message& message) {
   if (Outcome gate = require_protocol(protocol::kBackendReq, "BACKEND_REQ"); !gate.ok) return gate;
+  // Only a connected Unix stream socket can carry the channel's messages (QEMU sends
+  // one end of a socketpair); anything else is refused here, not found out at the
+  // first miss.
+  std::string error;
+  const std::optional<HandedSocket> socket = inspect_handed_socket(message.fds.at(0).get(), error);
+  if (!socket) return fail(fmt::format("back-end channel: {}", error));
+  if (socket->listening) return fail("back-end channel: the fd is a listening socket, not a connected one");
   backend_channel_.set(std::move(message.fds.at(0)));
   return {};
 }

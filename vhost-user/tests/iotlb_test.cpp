@@ -357,6 +357,12 @@ TEST(BackendIommu, FdsOfRefusedOrReplacedChannelsAreClosed) {
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
     base::UniqueFd a(fds[0]), b(fds[1]);
     EXPECT_EQ(rig.frontend.send_acked(Request::kSetBackendReqFd, {}, {b.get()}), std::optional<uint64_t>(0));
+    // Not a connected socket: refused, the channel kept as it was.
+    base::UniqueFd event = make_eventfd();
+    EXPECT_EQ(rig.frontend.send_acked(Request::kSetBackendReqFd, {}, {event.get()}), std::optional<uint64_t>(1));
+    base::UniqueFd unconnected(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(rig.frontend.send_acked(Request::kSetBackendReqFd, {}, {unconnected.get()}), std::optional<uint64_t>(1));
+    EXPECT_TRUE(rig.frontend.device().is_open());
   }
   EXPECT_EQ(count_open_fds(), before);
 }

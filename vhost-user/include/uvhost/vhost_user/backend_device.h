@@ -43,7 +43,8 @@
 //    or when the device is destroyed. The destructor stops every started ring first.
 //  - The fd of SET_VRING_KICK / SET_VRING_CALL / SET_VRING_ERR / SET_LOG_FD must be an
 //    eventfd (checked through /proc/self/fd), else the request is refused and the ring
-//    stays as it was; memory region fds: see memory_slots.h.
+//    stays as it was; SET_BACKEND_REQ_FD's must be a connected Unix stream socket
+//    (socket_inspection.h); memory region fds: see memory_slots.h.
 //
 //  What it trusts and what not
 //  - Trusts the hooks (datapath_hooks.h). Trusts nothing from the frontend.
