@@ -721,6 +721,25 @@ case_offload() {
   ilib_serve_stop serve
 }
 
+# After guest NAME's tests: the guest (its link result) and uvhost's port p0 (LIST:
+# `ctl list --json`) both negotiated FEATURE, p0 carried frames both ways (STATS:
+# `ctl stats --json`), and no ring broke (serve's log).
+check_feature_carried() {
+  local g=$1 feature=$2 list=$3 stats=$4 names="" uv_names missing
+  qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
+  missing=$(qlib_missing_features "${names:-}" "$feature")
+  [[ -z $missing ]] || fail "the guest did not negotiate $feature (it has: ${names:-?})"
+  uv_names=$(jq -r '.ports[] | select(.name == "p0") | .features.negotiated | join(" ")' <<<"$list")
+  echo "uvhost p0 negotiated: $uv_names"
+  missing=$(qlib_missing_features "$uv_names" "$feature")
+  [[ -z $missing ]] || fail "uvhost's p0 shows no $feature negotiated"
+  local -a c
+  read -r -a c <<<"$(qlib_port_counts "$stats" p0)"
+  echo "uvhost p0: from the guest ${c[0]} frames, to the guest ${c[2]}, dropped ${c[3]}"
+  ((c[0] > 0 && c[2] > 0)) || fail "no traffic both ways with $feature"
+  ! grep -q "queue is broken" "$dir/serve.log" 2>/dev/null || fail "a ring broke: $(grep -m1 'queue is broken' "$dir/serve.log")"
+}
+
 # The guest's driver on packed rings (QEMU packed=on; see the header).
 case_packed() {
   local sock=$dir/vu.sock g=g tests=link,ping,iperf,iperf-r
@@ -736,20 +755,7 @@ case_packed() {
   stats=$(ilib_ctl "$ctl" stats --json) || { fail "uvhost ctl stats: $stats"; return 0; }
   qlib_guest_stop "$g"
   report_tests "$g" "$tests"
-  local names uv_names missing
-  qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
-  missing=$(qlib_missing_features "${names:-}" RING_PACKED)
-  [[ -z $missing ]] || fail "the guest did not negotiate RING_PACKED (it has: ${names:-?})"
-  uv_names=$(jq -r '.ports[] | select(.name == "p0") | .features.negotiated | join(" ")' <<<"$list")
-  echo "uvhost p0 negotiated: $uv_names"
-  missing=$(qlib_missing_features "$uv_names" RING_PACKED)
-  [[ -z $missing ]] || fail "uvhost's p0 shows no RING_PACKED negotiated"
-  # The rings carried the traffic and none of them broke.
-  local -a c
-  read -r -a c <<<"$(qlib_port_counts "$stats" p0)"
-  echo "uvhost p0: from the guest ${c[0]} frames, to the guest ${c[2]}, dropped ${c[3]}"
-  ((c[0] > 0 && c[2] > 0)) || fail "no traffic through the packed rings"
-  ! grep -q "queue is broken" "$dir/serve.log" 2>/dev/null || fail "a packed ring broke: $(grep -m1 'queue is broken' "$dir/serve.log")"
+  check_feature_carried "$g" RING_PACKED "$list" "$stats"
   ilib_serve_stop serve
 }
 
@@ -779,20 +785,7 @@ case_iommu() {
   stats=$(ilib_ctl "$ctl" stats --json) || { fail "uvhost ctl stats: $stats"; return 0; }
   qlib_guest_stop "$g"
   report_tests "$g" "$tests"
-  local names uv_names missing
-  qlib_result "$g" link && names=$(qlib_feature_names "$(field "$RESULT" features)")
-  missing=$(qlib_missing_features "${names:-}" ACCESS_PLATFORM)
-  [[ -z $missing ]] || fail "the guest did not negotiate ACCESS_PLATFORM (it has: ${names:-?})"
-  uv_names=$(jq -r '.ports[] | select(.name == "p0") | .features.negotiated | join(" ")' <<<"$list")
-  echo "uvhost p0 negotiated: $uv_names"
-  missing=$(qlib_missing_features "$uv_names" ACCESS_PLATFORM)
-  [[ -z $missing ]] || fail "uvhost's p0 shows no ACCESS_PLATFORM negotiated"
-  # The rings carried the traffic through the IOTLB and none of them broke.
-  local -a c
-  read -r -a c <<<"$(qlib_port_counts "$stats" p0)"
-  echo "uvhost p0: from the guest ${c[0]} frames, to the guest ${c[2]}, dropped ${c[3]}"
-  ((c[0] > 0 && c[2] > 0)) || fail "no traffic both ways through the IOMMU"
-  ! grep -q "queue is broken" "$dir/serve.log" 2>/dev/null || fail "a ring broke: $(grep -m1 'queue is broken' "$dir/serve.log")"
+  check_feature_carried "$g" ACCESS_PLATFORM "$list" "$stats"
   # uvhost's IOTLB: misses it sent to QEMU, updates and invalidations QEMU sent.
   local -a t
   read -r -a t <<<"$(jq -r '.ports[] | select(.name == "p0") | .iotlb
