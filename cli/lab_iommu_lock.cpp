@@ -58,14 +58,14 @@ void add_lab_iommu_lock(CLI::App& lab) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  const auto& tables = experiments::kIommuTableKindNames;
+  constexpr const auto& tables = experiments::kIommuTableKindNames;
   cmd->add_option_function<std::string>(
          "--table",
-         [options, &tables](const std::string& text) { options->config.table = *base::parse(tables, text); },
+         [options](const std::string& text) { options->config.table = *base::parse(tables, text); },
          "What is translated through and updated: memory-table (SET_MEM_TABLE) or iotlb "
          "(VIRTIO_F_ACCESS_PLATFORM: IOVA lookups, one IOTLB update per map change)")
       ->check(CLI::Validator(
-          [&tables](const std::string& text) {
+          [](const std::string& text) {
             return base::parse(tables, text) ? std::string()
                                              : fmt::format("'{}' unknown ({})", text, base::join_names(tables, ", "));
           },

@@ -352,7 +352,7 @@ TEST(BackendIommu, IotlbAndBackendChannelNeedTheirFeatures) {
 }
 
 TEST(BackendIommu, FdsOfRefusedOrReplacedChannelsAreClosed) {
-  const size_t before = count_open_fds();
+  const auto before = count_open_fds();
   {
     IommuRig rig;
     int fds[2];
