@@ -34,11 +34,6 @@ void BackendChannel::reset() {
   unreported_logged_ = false;
 }
 
-bool BackendChannel::is_set() const {
-  sync::MutexLock lock(mutex_);
-  return socket_.valid();
-}
-
 void BackendChannel::translation_arrived(uint64_t iova, uint64_t size) {
   const uint64_t first = iova & kPageMask;
   const uint64_t last = size == 0 || size - 1 > ~uint64_t{0} - iova ? ~uint64_t{0} : iova + (size - 1);

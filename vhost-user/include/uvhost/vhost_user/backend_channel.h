@@ -45,7 +45,6 @@ class BackendChannel final : public virtio::TranslationMissSink {
 
   void set(base::UniqueFd socket) UVHOST_EXCLUDES(mutex_);
   void reset() UVHOST_EXCLUDES(mutex_);
-  bool is_set() const UVHOST_EXCLUDES(mutex_);
   // An IOTLB update for [iova, iova + size) (size 0: to the end) arrived.
   void translation_arrived(uint64_t iova, uint64_t size) UVHOST_EXCLUDES(mutex_);
 
@@ -63,7 +62,7 @@ class BackendChannel final : public virtio::TranslationMissSink {
   };
 
   const std::string device_name_;
-  mutable sync::Mutex mutex_;
+  sync::Mutex mutex_;
   base::UniqueFd socket_ UVHOST_GUARDED_BY(mutex_);
   std::array<Miss, kRememberedMisses> remembered_ UVHOST_GUARDED_BY(mutex_){};
   size_t remembered_count_ UVHOST_GUARDED_BY(mutex_) = 0;
