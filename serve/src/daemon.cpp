@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include <algorithm>
 #include <map>
@@ -132,6 +133,10 @@ bool Daemon::start(std::string& error) {
   // library: if two port threads log first at the same moment, TSan cannot see the
   // static-init guard and reports a race. Create it here, before the threads exist.
   (void)spdlog::default_logger_raw();
+  // A log line's timestamp loads the time zone (glibc opens /etc/localtime) on the first
+  // call: load it here, so that no port or worker thread opens a file later and the
+  // daemon's descriptors, once started, change only with its ports and connections.
+  ::tzset();
   sync::MutexLock lock(mutex_);
   for (RunningPort& running : ports_) running.thread = std::thread([p = running.port.get()] { p->run(); });
   started_ = true;

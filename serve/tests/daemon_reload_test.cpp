@@ -256,7 +256,7 @@ TEST(DaemonReloadTest, NoDescriptorOrWorkerOutlivesItsPort) {
   ASSERT_TRUE(daemon.start(error)) << error;
   auto worker_count = [&] { return daemon.control({{"cmd", "stats"}})["workers"].size(); };
   const size_t workers = worker_count();
-  const int fds = count_open_fds();
+  const auto fds = uvhost::testing::open_fds();
   for (int i = 0; i < 5; ++i) {
     PortSpec paired = port("b", dir.file("b.sock"), BackendKind::kLoopback, 2);
     paired.workers = datapath::WorkerMapping::kQueuePair;
@@ -267,7 +267,10 @@ TEST(DaemonReloadTest, NoDescriptorOrWorkerOutlivesItsPort) {
     ASSERT_TRUE(daemon.reload({port("a", dir.file("a.sock"))}, error)) << error;
     EXPECT_EQ(worker_count(), workers);
   }
-  EXPECT_EQ(count_open_fds(), fds);
+  const auto after = uvhost::testing::open_fds();
+  EXPECT_EQ(after.size(), fds.size()) << "before:\n"
+                                      << uvhost::testing::describe_fds(fds) << "after:\n"
+                                      << uvhost::testing::describe_fds(after);
   EXPECT_FALSE(exists(dir.file("b.sock")));
   stop_and_report(daemon);
 }
