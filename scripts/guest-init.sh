@@ -41,6 +41,10 @@
 #    iperf    `iperf3 -c PEER -t SECS -f m`: guest -> peer TCP; PASS with a throughput
 #             (a peer whose server is not up yet: tried again each second, up to WAIT s)
 #    iperf-r  the same with -R: peer -> guest
+#             Both also report what the guest spent on the run: guest_irqs (interrupts
+#             of the virtio devices, /proc/interrupts), eth_tx_packets / eth_rx_packets
+#             (eth0's counters) and guest_busy_pct / guest_softirq_pct (the vCPU's time
+#             not idle, and in softirq, /proc/stat), each over the iperf3 client's run
 #    iperf-server  SERVERS `iperf3 -s` (port 5201+i; pinned to vCPU i when SERVERS > 1,
 #             so what server i sends starts on transmit queue i: XPS by the sending
 #             vCPU, which the kernel may change for a flow with nothing in flight),
@@ -250,10 +254,25 @@ iperf_client() {
   done
 }
 
+# The guest's own counters for a run: "IRQS TX RX BUSY SOFTIRQ TOTAL" (the virtio
+# devices' interrupts summed over CPUs, eth0's packets, and /proc/stat's cpu jiffies:
+# busy = all but idle and iowait).
+guest_counters() {
+  irqs=$(awk '/virtio/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i } END { print n + 0 }' /proc/interrupts)
+  tx=$(cat /sys/class/net/eth0/statistics/tx_packets 2>/dev/null || echo 0)
+  rx=$(cat /sys/class/net/eth0/statistics/rx_packets 2>/dev/null || echo 0)
+  cpu=$(awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, $8, t }' /proc/stat)
+  echo "$irqs $tx $rx $cpu"
+}
+
 t_iperf() {  # t_iperf NAME [-R]
   name=$1; shift
   if ! peer_reachable; then result "$name" result=FAIL why="peer-$peer-never-answered"; return; fi
+  before=$(guest_counters)
   iperf_client -t "$secs" -f m "$@"
+  after=$(guest_counters)
+  spent=$(echo "$before $after" | awk '{ printf "guest_irqs=%d eth_tx_packets=%d eth_rx_packets=%d guest_busy_pct=%.1f guest_softirq_pct=%.1f",
+    $7 - $1, $8 - $2, $9 - $3, ($12 > $6) ? 100 * ($10 - $4) / ($12 - $6) : 0, ($12 > $6) ? 100 * ($11 - $5) / ($12 - $6) : 0 }')
   echo "$out" | sed 's/^/iperf3: /' >/dev/console
   # The summary lines: "[  5]   0.00-5.00   sec   375 MBytes   629 Mbits/sec    0   sender"
   snd=$(echo "$out" | awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')
@@ -261,7 +280,7 @@ t_iperf() {  # t_iperf NAME [-R]
   retr=$(echo "$out" | awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i + 1) } END { print v }')
   r=FAIL
   [ -n "$rcv" ] && awk -v v="$rcv" 'BEGIN { exit !(v > 0) }' && r=PASS
-  result "$name" result="$r" sender_mbps="${snd:-?}" receiver_mbps="${rcv:-?}" retransmits="${retr:-?}" seconds="$secs" peer="$peer"
+  result "$name" result="$r" sender_mbps="${snd:-?}" receiver_mbps="${rcv:-?}" retransmits="${retr:-?}" seconds="$secs" peer="$peer" $spent
 }
 
 t_offload() {
