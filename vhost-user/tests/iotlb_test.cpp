@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <string_view>
@@ -412,6 +413,13 @@ TEST(BackendChannelThreads, ConcurrentMissesWhileTheChannelChanges) {
         channel.translation_missed((uint64_t(w) << 32) + (i % 97) * kPage, i % 2 ? Access::kRead : Access::kWrite);
       }
     });
+  }
+  // The frontend answers everything while the misses go on, and goes away only once
+  // some have been sent (the workers may not even have started before that).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+  while (channel.misses_sent() == 0 && std::chrono::steady_clock::now() < deadline) {
+    channel.translation_arrived(0, 0);
+    std::this_thread::yield();
   }
   for (uint64_t i = 0; i < 200; ++i) {
     channel.translation_arrived(0, 0);  // everything answered
