@@ -43,7 +43,9 @@
 #    iperf-r  the same with -R: peer -> guest
 #             Both also report what the guest spent on the run: guest_irqs (interrupts
 #             of the virtio devices, /proc/interrupts), eth_tx_packets / eth_rx_packets
-#             (eth0's counters) and guest_busy_pct / guest_softirq_pct (the vCPU's time
+#             (eth0's counters), guest_tx_kicks / guest_rx_kicks (the notifications
+#             virtio-net sent the device for its transmit and receive queues, `ethtool
+#             -S eth0`'s *_kicks) and guest_busy_pct / guest_softirq_pct (the vCPU's time
 #             not idle, and in softirq, /proc/stat), each over the iperf3 client's run
 #    iperf-server  SERVERS `iperf3 -s` (port 5201+i; pinned to vCPU i when SERVERS > 1,
 #             so what server i sends starts on transmit queue i: XPS by the sending
@@ -262,7 +264,9 @@ guest_counters() {
   tx=$(cat /sys/class/net/eth0/statistics/tx_packets 2>/dev/null || echo 0)
   rx=$(cat /sys/class/net/eth0/statistics/rx_packets 2>/dev/null || echo 0)
   cpu=$(awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, $8, t }' /proc/stat)
-  echo "$irqs $tx $rx $cpu"
+  kicks=$(ethtool -S eth0 2>/dev/null | awk '/^ *tx_queue_[0-9]+_kicks:/ { t += $2 } /^ *rx_queue_[0-9]+_kicks:/ { r += $2 }
+    END { print t + 0, r + 0 }')
+  echo "$irqs $tx $rx $cpu ${kicks:-0 0}"
 }
 
 t_iperf() {  # t_iperf NAME [-R]
@@ -271,8 +275,10 @@ t_iperf() {  # t_iperf NAME [-R]
   before=$(guest_counters)
   iperf_client -t "$secs" -f m "$@"
   after=$(guest_counters)
-  spent=$(echo "$before $after" | awk '{ printf "guest_irqs=%d eth_tx_packets=%d eth_rx_packets=%d guest_busy_pct=%.1f guest_softirq_pct=%.1f",
-    $7 - $1, $8 - $2, $9 - $3, ($12 > $6) ? 100 * ($10 - $4) / ($12 - $6) : 0, ($12 > $6) ? 100 * ($11 - $5) / ($12 - $6) : 0 }')
+  # Eight fields per sample: irqs tx rx busy softirq total tx_kicks rx_kicks.
+  spent=$(echo "$before $after" | awk '{ printf "guest_irqs=%d eth_tx_packets=%d eth_rx_packets=%d guest_busy_pct=%.1f guest_softirq_pct=%.1f guest_tx_kicks=%d guest_rx_kicks=%d",
+    $9 - $1, $10 - $2, $11 - $3, ($14 > $6) ? 100 * ($12 - $4) / ($14 - $6) : 0, ($14 > $6) ? 100 * ($13 - $5) / ($14 - $6) : 0,
+    $15 - $7, $16 - $8 }')
   echo "$out" | sed 's/^/iperf3: /' >/dev/console
   # The summary lines: "[  5]   0.00-5.00   sec   375 MBytes   629 Mbits/sec    0   sender"
   snd=$(echo "$out" | awk '/ sender$/ { for (i = 1; i <= NF; i++) if ($i == "Mbits/sec") v = $(i - 1) } END { print v }')

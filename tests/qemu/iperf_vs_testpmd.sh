@@ -47,7 +47,8 @@
 # Mbit moved (receiver Mbit/s x SECS) / CPU seconds of QEMU + backend in the window.
 #
 # The guest reports its own side of each run (scripts/guest-init.sh's iperf keys): the
-# virtio devices' interrupts, eth0's frames, and its vCPU's busy and softirq share; the
+# virtio devices' interrupts, eth0's frames, the kicks (notifications) it sent the device
+# on its transmit and receive queues, and its vCPU's busy and softirq share; the
 # second table gives them per MB moved, to tell a backend that makes the guest work
 # more per byte from one that makes it wait.
 #
@@ -108,6 +109,7 @@ echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs
 host_ip=10.0.0.1 guest_ip=10.0.0.2
 results=$dir/results.txt   # arrangement round direction mbps retransmits cpu_qemu cpu_backend window_s
 #                            guest_irqs guest_tx_frames guest_rx_frames guest_busy_pct guest_softirq_pct
+#                            guest_tx_kicks guest_rx_kicks
 : >"$results"
 
 # CPU seconds (utime + stime, every thread) of PID; empty when it is gone.
@@ -167,11 +169,12 @@ measure() {
     cq=$(awk -v a="${cpu_q[$b]}" -v z="${cpu_q[$e]}" 'BEGIN { printf "%.3f", z - a }')
     cb=$(awk -v a="${cpu_b[$b]}" -v z="${cpu_b[$e]}" 'BEGIN { printf "%.3f", z - a }')
     w=$(awk -v a="${at[$b]}" -v z="${at[$e]}" 'BEGIN { printf "%.2f", z - a }')
-    local irqs txp rxp busy soft
+    local irqs txp rxp busy soft txk rxk
     irqs=$(field "$RESULT" guest_irqs) txp=$(field "$RESULT" eth_tx_packets) rxp=$(field "$RESULT" eth_rx_packets)
     busy=$(field "$RESULT" guest_busy_pct) soft=$(field "$RESULT" guest_softirq_pct)
-    echo "$arrangement $round $dirn $(field "$RESULT" receiver_mbps) $(field "$RESULT" retransmits) $cq $cb $w ${irqs:--} ${txp:--} ${rxp:--} ${busy:--} ${soft:--}" >>"$results"
-    line+=" $dirn $(field "$RESULT" receiver_mbps) Mbit/s (retr $(field "$RESULT" retransmits); CPU s qemu $cq backend $cb in ${w} s; guest: $irqs interrupts, $txp/$rxp frames out/in, ${busy}% busy, ${soft}% softirq);"
+    txk=$(field "$RESULT" guest_tx_kicks) rxk=$(field "$RESULT" guest_rx_kicks)
+    echo "$arrangement $round $dirn $(field "$RESULT" receiver_mbps) $(field "$RESULT" retransmits) $cq $cb $w ${irqs:--} ${txp:--} ${rxp:--} ${busy:--} ${soft:--} ${txk:--} ${rxk:--}" >>"$results"
+    line+=" $dirn $(field "$RESULT" receiver_mbps) Mbit/s (retr $(field "$RESULT" retransmits); CPU s qemu $cq backend $cb in ${w} s; guest: $irqs interrupts, $txp/$rxp frames out/in, $txk/$rxk kicks tx/rx, ${busy}% busy, ${soft}% softirq);"
   done
   echo "round $round $arrangement:$line"
   if qlib_result "$name" link; then
@@ -255,6 +258,7 @@ report() {
         add(key SUBSEP "irq", $9 / moved); add(key SUBSEP "frames", ($10 + $11) / moved)
         if ($9 > 0) add(key SUBSEP "fpi", ($10 + $11) / $9)
         add(key SUBSEP "busy", $12); add(key SUBSEP "soft", $13)
+        if ($14 ~ /^[0-9]+$/) add(key SUBSEP "kicks", ($14 + $15) / moved)
       }
       seen[a] = 1; dirs[d] = 1
       val[a, r, d, "mbps"] = mb; if (cpu > 0) val[a, r, d, "eff"] = mb * secs / cpu
@@ -271,13 +275,14 @@ report() {
           cell(k SUBSEP "mbps", "%.0f"), cell(k SUBSEP "retr", "%.0f"), cell(k SUBSEP "cpuq", "%.2f"),
           cell(k SUBSEP "cpub", "%.2f"), ((k SUBSEP "eff") in n) ? cell(k SUBSEP "eff", "%.0f") : "-"
       }
-      printf "\nThe guest side of the same runs (its virtio interrupts and eth0 frames per MB moved, frames per interrupt, the share of its vCPU time busy and in softirq):\n\n"
-      printf "| arrangement | direction | interrupts per MB | frames per MB | frames per interrupt | guest busy %% | guest softirq %% |\n"
-      printf "|---|---|---|---|---|---|---|\n"
+      printf "\nThe guest side of the same runs (its virtio interrupts, eth0 frames and kicks to the device per MB moved, frames per interrupt, the share of its vCPU time busy and in softirq):\n\n"
+      printf "| arrangement | direction | interrupts per MB | frames per MB | kicks per MB | frames per interrupt | guest busy %% | guest softirq %% |\n"
+      printf "|---|---|---|---|---|---|---|---|\n"
       for (i = 1; i <= 2; i++) for (j = 1; j <= 4; j++) {
         k = al[j] SUBSEP dl[i]
         if (!((k SUBSEP "irq") in n)) continue
-        printf "| %s | %s | %s | %s | %s | %s | %s |\n", al[j], dl[i], cell(k SUBSEP "irq", "%.1f"), cell(k SUBSEP "frames", "%.1f"),
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", al[j], dl[i], cell(k SUBSEP "irq", "%.1f"), cell(k SUBSEP "frames", "%.1f"),
+          ((k SUBSEP "kicks") in n) ? cell(k SUBSEP "kicks", "%.1f") : "-",
           ((k SUBSEP "fpi") in n) ? cell(k SUBSEP "fpi", "%.2f") : "-", cell(k SUBSEP "busy", "%.0f"), cell(k SUBSEP "soft", "%.0f")
       }
       printf "\nuvhost (and uvhost-b) / other, paired by round (geometric mean of the per-round ratios, 95%% CI):\n\n"
