@@ -61,6 +61,19 @@ void WorkerPool::release(const std::string& port) {
   }
 }
 
+bool WorkerPool::pin(const std::string& port, const CpuList& cpus, std::string& error) {
+  bool any = false;
+  for (const auto& [owner, worker] : owned_) {
+    if (owner != port) continue;
+    any = true;
+    bool pinned = false;
+    worker->run([&] { pinned = pin_this_thread(cpus, error); });
+    if (!pinned) return false;
+  }
+  if (!any) error = fmt::format("port {} has no workers of its own to pin (workers=pool shares them)", port);
+  return any;
+}
+
 Worker* WorkerPool::find(std::string_view name) const noexcept {
   for (const auto& worker : workers_) {
     if (worker->name() == name) return worker.get();

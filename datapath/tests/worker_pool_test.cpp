@@ -1,7 +1,9 @@
 // WorkerPool: the queue-pair-to-worker mappings (device, pair, pool), worker names,
 // lookup, release of a port's own workers, and switching the enqueue strategy live
-// (all workers or one by name).
+// (all workers or one by name), pinning a port's own workers to CPUs.
 #include "uvhost/datapath/worker_pool.h"
+
+#include <sched.h>
 
 #include <gtest/gtest.h>
 
@@ -90,6 +92,38 @@ TEST(WorkerPoolTest, ReleaseEndsOnlyThatPortsOwnWorkers) {
   EXPECT_EQ(names(pool.assign("a", WorkerMapping::kDevice, 1)), Names{"a.w0"});
   pool.release("nobody");  // no such port: nothing happens
   EXPECT_EQ(pool.workers().size(), 4u);
+}
+
+// pin() sets the affinity of that port's own workers, each on its own thread; the
+// shared pool is no one port's to pin.
+TEST(WorkerPoolTest, PinSetsOnlyThatPortsOwnWorkers) {
+  auto affinity = [](Worker* worker) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    worker->run([&] { (void)::sched_getaffinity(0, sizeof(set), &set); });
+    std::vector<uint32_t> cpus;
+    for (uint32_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+    return cpus;
+  };
+  WorkerPool pool(1);
+  const auto a = pool.assign("a", WorkerMapping::kQueuePair, 2);
+  const auto b = pool.assign("b", WorkerMapping::kDevice, 1);
+  const auto shared = pool.assign("c", WorkerMapping::kPool, 1);
+  const std::vector<uint32_t> everywhere = affinity(b[0]);
+  ASSERT_FALSE(everywhere.empty());
+  const uint32_t target = everywhere.back();
+  std::string error;
+  const CpuList list = *parse_cpu_list(std::to_string(target), error);
+  ASSERT_TRUE(pool.pin("a", list, error)) << error;
+  EXPECT_EQ(affinity(a[0]), (std::vector<uint32_t>{target}));
+  EXPECT_EQ(affinity(a[1]), (std::vector<uint32_t>{target}));
+  EXPECT_EQ(affinity(b[0]), everywhere);
+  EXPECT_EQ(affinity(shared[0]), everywhere);
+  EXPECT_FALSE(pool.pin("c", list, error));
+  EXPECT_NE(error.find("port c has no workers of its own to pin"), std::string::npos) << error;
+  EXPECT_EQ(affinity(shared[0]), everywhere);
 }
 
 TEST(WorkerPoolTest, PoolMappingRoundRobinAcrossPorts) {

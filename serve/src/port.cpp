@@ -128,8 +128,12 @@ bool Port::open(std::string& error) {
     options.weight_bytes = spec_.weight_bytes;
     options.poll = spec_.poll;
     options.tx_delivery = spec_.tx_delivery;
-    datapath_ = std::make_unique<datapath::DeviceDatapath>(
-        options, *backend_, environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs));
+    std::vector<datapath::Worker*> workers = environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs);
+    if (!spec_.cpus.empty() && !environment_.workers->pin(spec_.name, spec_.cpus, error)) {
+      error = fmt::format("{}: {}", spec_.name, error);
+      return false;
+    }
+    datapath_ = std::make_unique<datapath::DeviceDatapath>(options, *backend_, std::move(workers));
   }
   if (spec_.client) return true;
   if (handed_over) return adopt_socket(error);

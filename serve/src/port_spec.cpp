@@ -80,6 +80,13 @@ bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
   return true;
 }
 
+bool set_cpus(std::string_view value, PortSpec& spec, std::string& error) {
+  auto cpus = datapath::parse_cpu_list(value, error);
+  if (!cpus) return false;
+  spec.cpus = std::move(*cpus);
+  return true;
+}
+
 bool set_tx_delivery(std::string_view value, PortSpec& spec, std::string& error) {
   auto delivery = base::parse_enum<datapath::TxDelivery>(value);
   if (!delivery) {
@@ -171,6 +178,7 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "rate") return need_value() && set_bounded<uint64_t>(key, *value, 0, 1'000'000'000'000, spec.source_rate_pps, error);
   if (key == "size") return need_value() && set_bounded<uint32_t>(key, *value, 60, 65535, spec.source_frame_size, error);
   if (key == "workers") return need_value() && set_workers(*value, spec, error);
+  if (key == "cpus") return need_value() && set_cpus(*value, spec, error);
   if (key == control::kPoll) return need_value() && set_poll(*value, spec, error);
   if (key == control::kBusyUs) {
     return need_value() && set_bounded<uint32_t>(key, *value, 0, control::kMaxBusyUs, spec.poll.busy_us, error);
@@ -182,7 +190,7 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "tx_delivery") return need_value() && set_tx_delivery(*value, spec, error);
   error = fmt::format(
       "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, mtu, rate, size, workers, "
-      "poll, busy_us, exit, burst, weight, weight_bytes, tx_delivery)",
+      "cpus, poll, busy_us, exit, burst, weight, weight_bytes, tx_delivery)",
       key);
   return false;
 }
@@ -216,11 +224,27 @@ bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<
     error = "mtu= is for backend=tap and backend=switch";
     return false;
   }
+  if (seen.contains("cpus") && spec.workers == datapath::WorkerMapping::kPool) {
+    error = "cpus= is for workers=device and workers=pair (the pool's workers are shared)";
+    return false;
+  }
   if ((seen.contains("rate") || seen.contains("size")) && spec.backend != BackendKind::kSource) {
     error = "rate= and size= are for backend=source";
     return false;
   }
   return true;
+}
+
+// Where the item starting at `start` ends: the next comma outside brackets (a list
+// value such as cpus=[0,2-3], as DPDK's device arguments write lists), or the end.
+size_t next_item_end(std::string_view text, size_t start) {
+  int depth = 0;
+  for (size_t i = start; i < text.size(); ++i) {
+    if (text[i] == '[') ++depth;
+    if (text[i] == ']' && depth > 0) --depth;
+    if (text[i] == ',' && depth == 0) return i;
+  }
+  return text.size();
 }
 
 }  // namespace
@@ -230,8 +254,7 @@ std::optional<PortSpec> parse_port_spec(std::string_view text, std::string& erro
   std::set<std::string, std::less<>> seen;
   size_t start = 0;
   while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
+    const size_t comma = next_item_end(text, start);
     const std::string_view item = text.substr(start, comma - start);
     start = comma + 1;
     if (item.empty()) {
@@ -317,6 +340,7 @@ nlohmann::json port_to_json(const PortSpec& spec) {
       {"tx_delivery", datapath::to_string(spec.tx_delivery)},
   };
   if (spec.name.empty()) port.erase("name");  // unnamed: finish_ports() names it
+  if (!spec.cpus.empty()) port["cpus"] = datapath::to_string(spec.cpus);
   if (!spec.client) port["mode"] = fmt::format("{:04o}", spec.socket_mode);
   if (spec.backend == BackendKind::kTap && !spec.tap_name.empty()) port["tap"] = spec.tap_name;
   const bool takes_mtu = spec.backend == BackendKind::kTap || spec.backend == BackendKind::kSwitch;
@@ -347,13 +371,15 @@ bool finish_ports(std::vector<PortSpec>& ports, std::string& error) {
 }
 
 std::string describe(const PortSpec& spec) {
-  return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}, poll {}, burst {}, weight {}{})",
+  return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}{}, poll {}, burst {}, weight {}{})",
                      spec.name, spec.client ? "client of" : "listening on",
                      spec.socket_fd < 0 ? spec.socket_path : fmt::format("fd {} {}", spec.socket_fd, spec.socket_path),
                      spec.queue_pairs,
                      spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend),
                      spec.mtu ? fmt::format(" mtu {}", *spec.mtu) : std::string(), sync::to_string(spec.memory_policy),
-                     datapath::to_string(spec.workers), datapath::describe(spec.poll), spec.burst,
+                     datapath::to_string(spec.workers),
+                     spec.cpus.empty() ? std::string() : fmt::format(" on CPUs {}", datapath::to_string(spec.cpus)),
+                     datapath::describe(spec.poll), spec.burst,
                      spec.weight_packets,
                      spec.tx_delivery == datapath::TxDelivery::kInPlace ? "" : ", tx delivery at most once");
 }

@@ -14,6 +14,7 @@
 #include "uvhost/virtio/net_features.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,6 +28,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -518,6 +521,47 @@ TEST(DaemonTest, StartFailsForASocketInAMissingDirectory) {
   auto frontend = connect(good, error);
   ASSERT_NE(frontend, nullptr) << error;
   ASSERT_TRUE(frontend->stop()) << frontend->error();
+}
+
+// cpus= puts the port's worker thread on those CPUs (as the kernel reports it for
+// that thread); a CPU the machine does not have fails the start, naming the port.
+TEST(DaemonTest, CpusPinsThePortsWorkerAndAMissingCpuFailsTheStart) {
+  TempDir dir;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::optional<size_t> last;
+  for (size_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) last = cpu;
+  }
+  ASSERT_TRUE(last.has_value());
+  PortSpec pinned = port("pinned", dir.file("pinned.sock"));
+  std::string error;
+  pinned.cpus = *datapath::parse_cpu_list(std::to_string(*last), error);
+  {
+    Daemon daemon({pinned});
+    ASSERT_TRUE(daemon.start(error)) << error;
+    std::string cpus_of_worker;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name != "pinned.w0") continue;
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus_of_worker = line.substr(line.find_last_of(" \t") + 1);
+      }
+    }
+    EXPECT_EQ(cpus_of_worker, std::to_string(*last));
+  }
+  PortSpec missing = port("far", dir.file("far.sock"));
+  missing.cpus = *datapath::parse_cpu_list("1023", error);
+  const long cpus_here = ::sysconf(_SC_NPROCESSORS_CONF);
+  if (cpus_here >= 1024) GTEST_SKIP() << "CPU 1023 exists here";
+  Daemon daemon({port("good", dir.file("good.sock")), missing});
+  EXPECT_FALSE(daemon.start(error));
+  EXPECT_NE(error.find("far: cannot run on CPUs 1023"), std::string::npos) << error;
+  EXPECT_FALSE(exists(dir.file("good.sock")));
 }
 
 TEST(DaemonTest, StartFailsForAPathNoSocketCanHave) {

@@ -458,7 +458,35 @@ TEST(PortSpecTest, DatapathAndBackendKeys) {
   EXPECT_EQ((*config)[0].burst, 8u);
 }
 
+// cpus= as taskset writes it; a list with commas in brackets (DPDK's device
+// arguments) keeps its commas inside one item; written back canonically.
+TEST(PortSpecTest, CpusKeyPinsThePortsWorkers) {
+  std::string error;
+  auto spec = parse_port_spec("sock=/a,cpus=1,workers=pair", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(datapath::to_string(spec->cpus), "1");
+  spec = parse_port_spec("sock=/a,cpus=[0,2-3],queues=2", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(datapath::to_string(spec->cpus), "0,2-3");
+  EXPECT_EQ(spec->queue_pairs, 2u);
+  EXPECT_NE(describe(*spec).find("workers device on CPUs 0,2-3"), std::string::npos) << describe(*spec);
+  const nlohmann::json written = port_to_json(*spec);
+  EXPECT_EQ(written.at("cpus"), "0,2-3");
+  std::string json_error;
+  EXPECT_EQ(parse_port_json(written, json_error), spec) << json_error;
+  spec = parse_port_spec("sock=/a", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_TRUE(spec->cpus.empty());
+  EXPECT_FALSE(port_to_json(*spec).contains("cpus"));
+  EXPECT_EQ(describe(*spec).find("CPUs"), std::string::npos);
+}
+
 TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
+  expect_refused("sock=/a,cpus=1,workers=pool", "cpus= is for workers=device and workers=pair");
+  expect_refused("sock=/a,cpus=0,2", "unknown key '2'");
+  expect_refused("sock=/a,cpus=2-1", "'2-1' is not a CPU list");
+  expect_refused("sock=/a,cpus=[0,1", "'[0,1' is not a CPU list");
+  expect_refused("sock=/a,cpus=4096", "CPU 4096 in '4096' is not below 1024");
   expect_refused("sock=/a,tap=uv0", "tap= is for backend=tap");
   expect_refused("sock=/a,backend=switch,tap=uv0", "tap= is for backend=tap");
   expect_refused("sock=/a,backend=loopback,rate=5", "rate= and size= are for backend=source");
