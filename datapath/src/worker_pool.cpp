@@ -61,16 +61,16 @@ void WorkerPool::release(const std::string& port) {
   }
 }
 
-bool WorkerPool::pin(const std::string& port, const CpuList& cpus, std::string& error) {
+bool WorkerPool::place(const std::string& port, const WorkerPlacement& placement, std::string& error) {
   bool any = false;
   for (const auto& [owner, worker] : owned_) {
     if (owner != port) continue;
     any = true;
-    bool pinned = false;
-    worker->run([&] { pinned = pin_this_thread(cpus, error); });
-    if (!pinned) return false;
+    bool placed = false;
+    worker->run([&] { placed = apply_to_this_thread(placement, error); });
+    if (!placed) return false;
   }
-  if (!any) error = fmt::format("port {} has no workers of its own to pin (workers=pool shares them)", port);
+  if (!any) error = fmt::format("port {} has no workers of its own to place (workers=pool shares them)", port);
   return any;
 }
 

@@ -94,9 +94,9 @@ TEST(WorkerPoolTest, ReleaseEndsOnlyThatPortsOwnWorkers) {
   EXPECT_EQ(pool.workers().size(), 4u);
 }
 
-// pin() sets the affinity of that port's own workers, each on its own thread; the
-// shared pool is no one port's to pin.
-TEST(WorkerPoolTest, PinSetsOnlyThatPortsOwnWorkers) {
+// place() sets the affinity and policy of that port's own workers, each on its own
+// thread; the shared pool is no one port's to place.
+TEST(WorkerPoolTest, PlaceSetsOnlyThatPortsOwnWorkers) {
   auto affinity = [](Worker* worker) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -115,15 +115,29 @@ TEST(WorkerPoolTest, PinSetsOnlyThatPortsOwnWorkers) {
   ASSERT_FALSE(everywhere.empty());
   const uint32_t target = everywhere.back();
   std::string error;
-  const CpuList list = *parse_cpu_list(std::to_string(target), error);
-  ASSERT_TRUE(pool.pin("a", list, error)) << error;
+  auto policy = [](Worker* worker) {
+    int value = -1;
+    worker->run([&] { value = ::sched_getscheduler(0); });
+    return value;
+  };
+  const WorkerPlacement placement{*parse_cpu_list(std::to_string(target), error), WorkerScheduler::kBatch};
+  ASSERT_TRUE(pool.place("a", placement, error)) << error;
   EXPECT_EQ(affinity(a[0]), (std::vector<uint32_t>{target}));
   EXPECT_EQ(affinity(a[1]), (std::vector<uint32_t>{target}));
+  EXPECT_EQ(policy(a[0]), SCHED_BATCH);
+  EXPECT_EQ(policy(a[1]), SCHED_BATCH);
   EXPECT_EQ(affinity(b[0]), everywhere);
+  EXPECT_EQ(policy(b[0]), SCHED_OTHER);
   EXPECT_EQ(affinity(shared[0]), everywhere);
-  EXPECT_FALSE(pool.pin("c", list, error));
-  EXPECT_NE(error.find("port c has no workers of its own to pin"), std::string::npos) << error;
+  EXPECT_FALSE(pool.place("c", placement, error));
+  EXPECT_NE(error.find("port c has no workers of its own to place"), std::string::npos) << error;
   EXPECT_EQ(affinity(shared[0]), everywhere);
+  EXPECT_EQ(policy(shared[0]), SCHED_OTHER);
+  // Back to the defaults: the affinity stays (an empty list leaves it), the policy goes.
+  ASSERT_TRUE(pool.place("a", WorkerPlacement{}, error)) << error;
+  EXPECT_EQ(policy(a[0]), SCHED_OTHER);
+  ASSERT_TRUE(pool.place("b", WorkerPlacement{CpuList{}, WorkerScheduler::kIdle}, error)) << error;
+  EXPECT_EQ(policy(b[0]), SCHED_IDLE);
 }
 
 TEST(WorkerPoolTest, PoolMappingRoundRobinAcrossPorts) {

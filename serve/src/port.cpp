@@ -129,7 +129,7 @@ bool Port::open(std::string& error) {
     options.poll = spec_.poll;
     options.tx_delivery = spec_.tx_delivery;
     std::vector<datapath::Worker*> workers = environment_.workers->assign(spec_.name, spec_.workers, spec_.queue_pairs);
-    if (!spec_.cpus.empty() && !environment_.workers->pin(spec_.name, spec_.cpus, error)) {
+    if (!spec_.placement.is_default() && !environment_.workers->place(spec_.name, spec_.placement, error)) {
       error = fmt::format("{}: {}", spec_.name, error);
       return false;
     }

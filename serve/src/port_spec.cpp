@@ -83,7 +83,17 @@ bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
 bool set_cpus(std::string_view value, PortSpec& spec, std::string& error) {
   auto cpus = datapath::parse_cpu_list(value, error);
   if (!cpus) return false;
-  spec.cpus = std::move(*cpus);
+  spec.placement.cpus = std::move(*cpus);
+  return true;
+}
+
+bool set_sched(std::string_view value, PortSpec& spec, std::string& error) {
+  auto scheduler = base::parse_enum<datapath::WorkerScheduler>(value);
+  if (!scheduler) {
+    error = base::unknown_name("sched", value, datapath::kWorkerSchedulerNames);
+    return false;
+  }
+  spec.placement.scheduler = *scheduler;
   return true;
 }
 
@@ -179,6 +189,7 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "size") return need_value() && set_bounded<uint32_t>(key, *value, 60, 65535, spec.source_frame_size, error);
   if (key == "workers") return need_value() && set_workers(*value, spec, error);
   if (key == "cpus") return need_value() && set_cpus(*value, spec, error);
+  if (key == "sched") return need_value() && set_sched(*value, spec, error);
   if (key == control::kPoll) return need_value() && set_poll(*value, spec, error);
   if (key == control::kBusyUs) {
     return need_value() && set_bounded<uint32_t>(key, *value, 0, control::kMaxBusyUs, spec.poll.busy_us, error);
@@ -190,7 +201,7 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   if (key == "tx_delivery") return need_value() && set_tx_delivery(*value, spec, error);
   error = fmt::format(
       "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, mtu, rate, size, workers, "
-      "cpus, poll, busy_us, exit, burst, weight, weight_bytes, tx_delivery)",
+      "cpus, sched, poll, busy_us, exit, burst, weight, weight_bytes, tx_delivery)",
       key);
   return false;
 }
@@ -224,8 +235,8 @@ bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<
     error = "mtu= is for backend=tap and backend=switch";
     return false;
   }
-  if (seen.contains("cpus") && spec.workers == datapath::WorkerMapping::kPool) {
-    error = "cpus= is for workers=device and workers=pair (the pool's workers are shared)";
+  if ((seen.contains("cpus") || seen.contains("sched")) && spec.workers == datapath::WorkerMapping::kPool) {
+    error = "cpus= and sched= are for workers=device and workers=pair (the pool's workers are shared)";
     return false;
   }
   if ((seen.contains("rate") || seen.contains("size")) && spec.backend != BackendKind::kSource) {
@@ -340,7 +351,10 @@ nlohmann::json port_to_json(const PortSpec& spec) {
       {"tx_delivery", datapath::to_string(spec.tx_delivery)},
   };
   if (spec.name.empty()) port.erase("name");  // unnamed: finish_ports() names it
-  if (!spec.cpus.empty()) port["cpus"] = datapath::to_string(spec.cpus);
+  if (!spec.placement.cpus.empty()) port["cpus"] = datapath::to_string(spec.placement.cpus);
+  if (spec.placement.scheduler != datapath::WorkerScheduler::kOther) {
+    port["sched"] = datapath::to_string(spec.placement.scheduler);
+  }
   if (!spec.client) port["mode"] = fmt::format("{:04o}", spec.socket_mode);
   if (spec.backend == BackendKind::kTap && !spec.tap_name.empty()) port["tap"] = spec.tap_name;
   const bool takes_mtu = spec.backend == BackendKind::kTap || spec.backend == BackendKind::kSwitch;
@@ -370,6 +384,20 @@ bool finish_ports(std::vector<PortSpec>& ports, std::string& error) {
   return true;
 }
 
+namespace {
+
+// " on CPUs 1, sched batch" (only what is not the default).
+std::string placement_text(const datapath::WorkerPlacement& placement) {
+  std::string text;
+  if (!placement.cpus.empty()) text += fmt::format(" on CPUs {}", datapath::to_string(placement.cpus));
+  if (placement.scheduler != datapath::WorkerScheduler::kOther) {
+    text += fmt::format(", sched {}", datapath::to_string(placement.scheduler));
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string describe(const PortSpec& spec) {
   return fmt::format("{} ({} {}, {} queue pair{}, {}{}, memory guard {}, workers {}{}, poll {}, burst {}, weight {}{})",
                      spec.name, spec.client ? "client of" : "listening on",
@@ -378,7 +406,7 @@ std::string describe(const PortSpec& spec) {
                      spec.queue_pairs == 1 ? "" : "s", to_string(spec.backend),
                      spec.mtu ? fmt::format(" mtu {}", *spec.mtu) : std::string(), sync::to_string(spec.memory_policy),
                      datapath::to_string(spec.workers),
-                     spec.cpus.empty() ? std::string() : fmt::format(" on CPUs {}", datapath::to_string(spec.cpus)),
+                     placement_text(spec.placement),
                      datapath::describe(spec.poll), spec.burst,
                      spec.weight_packets,
                      spec.tx_delivery == datapath::TxDelivery::kInPlace ? "" : ", tx delivery at most once");

@@ -523,9 +523,10 @@ TEST(DaemonTest, StartFailsForASocketInAMissingDirectory) {
   ASSERT_TRUE(frontend->stop()) << frontend->error();
 }
 
-// cpus= puts the port's worker thread on those CPUs (as the kernel reports it for
-// that thread); a CPU the machine does not have fails the start, naming the port.
-TEST(DaemonTest, CpusPinsThePortsWorkerAndAMissingCpuFailsTheStart) {
+// cpus= and sched= put the port's worker thread on those CPUs under that policy (as
+// the kernel reports them for that thread); a CPU the machine does not have fails
+// the start, naming the port.
+TEST(DaemonTest, CpusAndSchedPlaceThePortsWorkerAndAMissingCpuFailsTheStart) {
   TempDir dir;
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -537,11 +538,13 @@ TEST(DaemonTest, CpusPinsThePortsWorkerAndAMissingCpuFailsTheStart) {
   ASSERT_TRUE(last.has_value());
   PortSpec pinned = port("pinned", dir.file("pinned.sock"));
   std::string error;
-  pinned.cpus = *datapath::parse_cpu_list(std::to_string(*last), error);
+  pinned.placement.cpus = *datapath::parse_cpu_list(std::to_string(*last), error);
+  pinned.placement.scheduler = datapath::WorkerScheduler::kBatch;
   {
     Daemon daemon({pinned});
     ASSERT_TRUE(daemon.start(error)) << error;
     std::string cpus_of_worker;
+    int policy_of_worker = -1;
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
       std::ifstream comm(task.path() / "comm");
       std::string name;
@@ -551,11 +554,13 @@ TEST(DaemonTest, CpusPinsThePortsWorkerAndAMissingCpuFailsTheStart) {
       for (std::string line; std::getline(status, line);) {
         if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus_of_worker = line.substr(line.find_last_of(" \t") + 1);
       }
+      policy_of_worker = ::sched_getscheduler(static_cast<pid_t>(std::stol(task.path().filename().string())));
     }
     EXPECT_EQ(cpus_of_worker, std::to_string(*last));
+    EXPECT_EQ(policy_of_worker, SCHED_BATCH);
   }
   PortSpec missing = port("far", dir.file("far.sock"));
-  missing.cpus = *datapath::parse_cpu_list("1023", error);
+  missing.placement.cpus = *datapath::parse_cpu_list("1023", error);
   const long cpus_here = ::sysconf(_SC_NPROCESSORS_CONF);
   if (cpus_here >= 1024) GTEST_SKIP() << "CPU 1023 exists here";
   Daemon daemon({port("good", dir.file("good.sock")), missing});

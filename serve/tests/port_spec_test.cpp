@@ -459,30 +459,44 @@ TEST(PortSpecTest, DatapathAndBackendKeys) {
 }
 
 // cpus= as taskset writes it; a list with commas in brackets (DPDK's device
-// arguments) keeps its commas inside one item; written back canonically.
-TEST(PortSpecTest, CpusKeyPinsThePortsWorkers) {
+// arguments) keeps its commas inside one item; written back canonically; sched=
+// by libvirt's and systemd's names.
+TEST(PortSpecTest, CpusAndSchedPlaceThePortsWorkers) {
   std::string error;
   auto spec = parse_port_spec("sock=/a,cpus=1,workers=pair", error);
   ASSERT_TRUE(spec) << error;
-  EXPECT_EQ(datapath::to_string(spec->cpus), "1");
-  spec = parse_port_spec("sock=/a,cpus=[0,2-3],queues=2", error);
+  EXPECT_EQ(datapath::to_string(spec->placement.cpus), "1");
+  EXPECT_EQ(spec->placement.scheduler, datapath::WorkerScheduler::kOther);
+  spec = parse_port_spec("sock=/a,cpus=[0,2-3],queues=2,sched=batch", error);
   ASSERT_TRUE(spec) << error;
-  EXPECT_EQ(datapath::to_string(spec->cpus), "0,2-3");
+  EXPECT_EQ(datapath::to_string(spec->placement.cpus), "0,2-3");
+  EXPECT_EQ(spec->placement.scheduler, datapath::WorkerScheduler::kBatch);
   EXPECT_EQ(spec->queue_pairs, 2u);
-  EXPECT_NE(describe(*spec).find("workers device on CPUs 0,2-3"), std::string::npos) << describe(*spec);
+  EXPECT_NE(describe(*spec).find("workers device on CPUs 0,2-3, sched batch,"), std::string::npos) << describe(*spec);
   const nlohmann::json written = port_to_json(*spec);
   EXPECT_EQ(written.at("cpus"), "0,2-3");
+  EXPECT_EQ(written.at("sched"), "batch");
   std::string json_error;
   EXPECT_EQ(parse_port_json(written, json_error), spec) << json_error;
   spec = parse_port_spec("sock=/a", error);
   ASSERT_TRUE(spec) << error;
-  EXPECT_TRUE(spec->cpus.empty());
+  EXPECT_TRUE(spec->placement.is_default());
   EXPECT_FALSE(port_to_json(*spec).contains("cpus"));
+  EXPECT_FALSE(port_to_json(*spec).contains("sched"));
   EXPECT_EQ(describe(*spec).find("CPUs"), std::string::npos);
+  spec = parse_port_spec("sock=/a,sched=idle,workers=pair", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_NE(describe(*spec).find("workers pair, sched idle,"), std::string::npos) << describe(*spec);
+  for (const datapath::WorkerScheduler s :
+       {datapath::WorkerScheduler::kOther, datapath::WorkerScheduler::kBatch, datapath::WorkerScheduler::kIdle}) {
+    EXPECT_EQ(base::parse_enum<datapath::WorkerScheduler>(datapath::to_string(s)), s);
+  }
 }
 
 TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
-  expect_refused("sock=/a,cpus=1,workers=pool", "cpus= is for workers=device and workers=pair");
+  expect_refused("sock=/a,cpus=1,workers=pool", "cpus= and sched= are for workers=device and workers=pair");
+  expect_refused("sock=/a,sched=batch,workers=pool", "cpus= and sched= are for workers=device and workers=pair");
+  expect_refused("sock=/a,sched=fifo", "sched 'fifo' unknown");
   expect_refused("sock=/a,cpus=0,2", "unknown key '2'");
   expect_refused("sock=/a,cpus=2-1", "'2-1' is not a CPU list");
   expect_refused("sock=/a,cpus=[0,1", "'[0,1' is not a CPU list");

@@ -19,9 +19,10 @@
 //  - release(port) destroys the workers assign() made for that port alone (device,
 //    pair; the shared pool stays), joining their threads; the port's datapath must be
 //    gone. A port of the same name may then be assigned again.
-//  - pin(port, cpus) sets the CPU affinity of the workers assign() made for that port
-//    alone (device, pair), on their own threads; false with `error` if the port has
-//    none (pool: the shared workers are not one port's to pin) or the kernel refuses.
+//  - place(port, placement) sets the CPU affinity and scheduling policy of the workers
+//    assign() made for that port alone (device, pair), on their own threads
+//    (worker_placement.h); false with `error` if the port has none (pool: the shared
+//    workers are not one port's to place) or the kernel refuses.
 //  - set_enqueue_strategy() applies to every worker (or the one named) at once, live.
 #pragma once
 
@@ -34,7 +35,7 @@
 #include <vector>
 
 #include "uvhost/base/name_table.h"
-#include "uvhost/datapath/cpu_list.h"
+#include "uvhost/datapath/worker_placement.h"
 #include "uvhost/datapath/worker.h"
 
 namespace uvhost::datapath {
@@ -58,7 +59,7 @@ class WorkerPool {
 
   std::vector<Worker*> assign(const std::string& port, WorkerMapping mapping, uint32_t queue_pairs);
   void release(const std::string& port);
-  bool pin(const std::string& port, const CpuList& cpus, std::string& error);
+  bool place(const std::string& port, const WorkerPlacement& placement, std::string& error);
 
   const std::vector<std::unique_ptr<Worker>>& workers() const noexcept { return workers_; }
   Worker* find(std::string_view name) const noexcept;

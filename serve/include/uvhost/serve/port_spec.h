@@ -30,6 +30,8 @@
 //      cpus=LIST       workers=device|pair: the CPUs the port's workers run on, as
 //                      taskset -c writes them (1, 0-3; a list with commas in brackets:
 //                      [0,2-3]); default: the daemon's (datapath/cpu_list.h)
+//      sched=POLICY    workers=device|pair: their scheduling policy, other (default),
+//                      batch or idle (datapath/worker_placement.h)
 //      poll=MODE       notify (default), busy, always, adaptive (datapath/poll_mode.h)
 //      busy_us=N       busy: the poll timeout; adaptive: its cap (default 50)
 //      exit=POLICY     accurate (default) or any: what ends a busy poll early (poll_mode.h)
@@ -67,7 +69,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "uvhost/base/name_table.h"
-#include "uvhost/datapath/cpu_list.h"
+#include "uvhost/datapath/worker_placement.h"
 #include "uvhost/datapath/poll_mode.h"
 #include "uvhost/datapath/tx_delivery.h"
 #include "uvhost/datapath/worker_pool.h"
@@ -105,7 +107,7 @@ struct PortSpec {
   uint32_t source_frame_size = 64;
   // Datapath.
   datapath::WorkerMapping workers = datapath::WorkerMapping::kDevice;
-  datapath::CpuList cpus;  // empty: not pinned
+  datapath::WorkerPlacement placement;  // cpus=, sched=
   datapath::PollSettings poll;
   uint32_t burst = 64;
   uint32_t weight_packets = 256;
