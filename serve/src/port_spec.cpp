@@ -246,14 +246,19 @@ bool check_complete(const PortSpec& spec, const std::set<std::string, std::less<
   return true;
 }
 
-// Where the item starting at `start` ends: the next comma outside brackets (a list
-// value such as cpus=[0,2-3], as DPDK's device arguments write lists), or the end.
+// Where the item starting at `start` ends: the next comma, except inside a list
+// value, one that opens with '[' right after its '=' (cpus=[0,2-3], as DPDK's device
+// arguments write lists), up to its ']'. A '[' elsewhere (in a path) is a character.
 size_t next_item_end(std::string_view text, size_t start) {
-  int depth = 0;
+  bool in_list = false;
   for (size_t i = start; i < text.size(); ++i) {
-    if (text[i] == '[') ++depth;
-    if (text[i] == ']' && depth > 0) --depth;
-    if (text[i] == ',' && depth == 0) return i;
+    if (in_list) {
+      in_list = text[i] != ']';
+    } else if (text[i] == '[' && i > start && text[i - 1] == '=') {
+      in_list = true;
+    } else if (text[i] == ',') {
+      return i;
+    }
   }
   return text.size();
 }

@@ -484,6 +484,12 @@ TEST(PortSpecTest, CpusAndSchedPlaceThePortsWorkers) {
   EXPECT_FALSE(port_to_json(*spec).contains("cpus"));
   EXPECT_FALSE(port_to_json(*spec).contains("sched"));
   EXPECT_EQ(describe(*spec).find("CPUs"), std::string::npos);
+  // A '[' that does not open a value is part of it (a path), and commas still split.
+  spec = parse_port_spec("sock=/run/a[b,name=p,cpus=[1]", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_EQ(spec->socket_path, "/run/a[b");
+  EXPECT_EQ(spec->name, "p");
+  EXPECT_EQ(datapath::to_string(spec->placement.cpus), "1");
   spec = parse_port_spec("sock=/a,sched=idle,workers=pair", error);
   ASSERT_TRUE(spec) << error;
   EXPECT_NE(describe(*spec).find("workers pair, sched idle,"), std::string::npos) << describe(*spec);
