@@ -50,33 +50,15 @@ bool set_bounded(std::string_view key, std::string_view value, T low, T high, T&
   return true;
 }
 
-bool set_workers(std::string_view value, PortSpec& spec, std::string& error) {
-  auto mapping = base::parse_enum<datapath::WorkerMapping>(value);
-  if (!mapping) {
-    error = base::unknown_name("workers", value, datapath::kWorkerMappingNames);
+// A key whose value is one of E's names (its name table); the error lists them.
+template <typename E>
+bool set_named(std::string_view key, std::string_view value, E& out, std::string& error) {
+  const std::optional<E> parsed = base::parse_enum<E>(value);
+  if (!parsed) {
+    error = base::unknown_name(key, value, enum_names(E{}));
     return false;
   }
-  spec.workers = *mapping;
-  return true;
-}
-
-bool set_poll(std::string_view value, PortSpec& spec, std::string& error) {
-  auto mode = base::parse_enum<datapath::PollMode>(value);
-  if (!mode) {
-    error = base::unknown_name(control::kPoll, value, control::kPollChoices);
-    return false;
-  }
-  spec.poll.mode = *mode;
-  return true;
-}
-
-bool set_exit(std::string_view value, PortSpec& spec, std::string& error) {
-  auto policy = base::parse_enum<datapath::ExitPolicy>(value);
-  if (!policy) {
-    error = base::unknown_name(control::kExit, value, control::kExitChoices);
-    return false;
-  }
-  spec.poll.exit = *policy;
+  out = *parsed;
   return true;
 }
 
@@ -84,26 +66,6 @@ bool set_cpus(std::string_view value, PortSpec& spec, std::string& error) {
   auto cpus = datapath::parse_cpu_list(value, error);
   if (!cpus) return false;
   spec.placement.cpus = std::move(*cpus);
-  return true;
-}
-
-bool set_sched(std::string_view value, PortSpec& spec, std::string& error) {
-  auto scheduler = base::parse_enum<datapath::WorkerScheduler>(value);
-  if (!scheduler) {
-    error = base::unknown_name("sched", value, datapath::kWorkerSchedulerNames);
-    return false;
-  }
-  spec.placement.scheduler = *scheduler;
-  return true;
-}
-
-bool set_tx_delivery(std::string_view value, PortSpec& spec, std::string& error) {
-  auto delivery = base::parse_enum<datapath::TxDelivery>(value);
-  if (!delivery) {
-    error = base::unknown_name("tx_delivery", value, datapath::kTxDeliveryNames);
-    return false;
-  }
-  spec.tx_delivery = *delivery;
   return true;
 }
 
@@ -187,18 +149,18 @@ bool apply(std::string_view key, std::optional<std::string_view> value, PortSpec
   }
   if (key == "rate") return need_value() && set_bounded<uint64_t>(key, *value, 0, 1'000'000'000'000, spec.source_rate_pps, error);
   if (key == "size") return need_value() && set_bounded<uint32_t>(key, *value, 60, 65535, spec.source_frame_size, error);
-  if (key == "workers") return need_value() && set_workers(*value, spec, error);
+  if (key == "workers") return need_value() && set_named(key, *value, spec.workers, error);
   if (key == "cpus") return need_value() && set_cpus(*value, spec, error);
-  if (key == "sched") return need_value() && set_sched(*value, spec, error);
-  if (key == control::kPoll) return need_value() && set_poll(*value, spec, error);
+  if (key == "sched") return need_value() && set_named(key, *value, spec.placement.scheduler, error);
+  if (key == control::kPoll) return need_value() && set_named(key, *value, spec.poll.mode, error);
   if (key == control::kBusyUs) {
     return need_value() && set_bounded<uint32_t>(key, *value, 0, control::kMaxBusyUs, spec.poll.busy_us, error);
   }
-  if (key == control::kExit) return need_value() && set_exit(*value, spec, error);
+  if (key == control::kExit) return need_value() && set_named(key, *value, spec.poll.exit, error);
   if (key == "burst") return need_value() && set_bounded<uint32_t>(key, *value, 1, 1024, spec.burst, error);
   if (key == "weight") return need_value() && set_bounded<uint32_t>(key, *value, 1, 65536, spec.weight_packets, error);
   if (key == "weight_bytes") return need_value() && set_bounded<uint64_t>(key, *value, 1, uint64_t{1} << 30, spec.weight_bytes, error);
-  if (key == "tx_delivery") return need_value() && set_tx_delivery(*value, spec, error);
+  if (key == "tx_delivery") return need_value() && set_named(key, *value, spec.tx_delivery, error);
   error = fmt::format(
       "unknown key '{}' (sock, client, queues, backend, mode, name, memory, tap, mtu, rate, size, workers, "
       "cpus, sched, poll, busy_us, exit, burst, weight, weight_bytes, tx_delivery)",
