@@ -243,7 +243,7 @@ std::string port_help() {
       "A port: sock=PATH[,client][,queues=N][,backend={}][,tap=IFNAME][,mtu=N]"
       "[,rate=PPS][,size=BYTES][,mode=0600][,name=NAME][,memory={}]"
       "[,workers={}][,poll={}][,busy_us=N][,exit={}]"
-      "[,cpus=LIST][,sched=other|batch|idle][,burst=N][,weight=N][,weight_bytes=N][,tx_delivery={}] (repeat for more ports; added after the "
+      "[,cpus=LIST|frontend][,sched=other|batch|idle][,burst=N][,weight=N][,weight_bytes=N][,tx_delivery={}] (repeat for more ports; added after the "
       "config file's)",
       base::join_names(serve::kBackendKindNames, "|"), base::join_names(sync::kGuardPolicyNames, "|"),
       base::join_names(datapath::kWorkerMappingNames, "|"), base::join_names(datapath::kPollModeNames, "|"),

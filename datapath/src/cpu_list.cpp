@@ -78,4 +78,18 @@ bool pin_this_thread(const CpuList& list, std::string& error) {
   return true;
 }
 
+std::optional<CpuList> cpus_of_process(pid_t pid, std::string& error) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(pid, sizeof(set), &set) != 0) {
+    error = base::errno_text(fmt::format("cannot read the CPUs of process {}", pid));
+    return std::nullopt;
+  }
+  CpuList list;
+  for (uint32_t cpu = 0; cpu < CpuList::kMaxCpus; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) list.cpus_.push_back(cpu);
+  }
+  return list;
+}
+
 }  // namespace uvhost::datapath

@@ -1,6 +1,7 @@
 // worker_pool.cpp - see worker_pool.h.
 #include "uvhost/datapath/worker_pool.h"
 
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
@@ -62,16 +63,29 @@ void WorkerPool::release(const std::string& port) {
 }
 
 bool WorkerPool::place(const std::string& port, const WorkerPlacement& placement, std::string& error) {
-  bool any = false;
+  std::vector<Worker*> own;
   for (const auto& [owner, worker] : owned_) {
-    if (owner != port) continue;
-    any = true;
+    if (owner == port) own.push_back(worker);
+  }
+  if (own.empty()) {
+    error = fmt::format("port {} has no workers of its own to place (workers=pool shares them)", port);
+    return false;
+  }
+  return place(own, placement, error);
+}
+
+bool WorkerPool::place(std::span<Worker* const> workers, const WorkerPlacement& placement, std::string& error) {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    Worker* worker = workers[i];
+    if (std::find(workers.begin(), workers.begin() + static_cast<std::ptrdiff_t>(i), worker) !=
+        workers.begin() + static_cast<std::ptrdiff_t>(i)) {
+      continue;  // listed before (workers=device: one worker for every pair)
+    }
     bool placed = false;
     worker->run([&] { placed = apply_to_this_thread(placement, error); });
     if (!placed) return false;
   }
-  if (!any) error = fmt::format("port {} has no workers of its own to place (workers=pool shares them)", port);
-  return any;
+  return true;
 }
 
 Worker* WorkerPool::find(std::string_view name) const noexcept {

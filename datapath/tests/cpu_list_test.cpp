@@ -4,8 +4,10 @@
 #include "uvhost/datapath/cpu_list.h"
 
 #include <sched.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -91,6 +93,22 @@ TEST(CpuListTest, ACpuThatIsNotThereIsRefused) {
   std::thread pinned([&] { EXPECT_FALSE(pin_this_thread(list, error)); });
   pinned.join();
   EXPECT_NE(error.find("cannot run on CPUs 1023"), std::string::npos) << error;
+}
+
+// A process's CPUs as the kernel has them: this one's (the test runs on its main
+// thread, whose id is the process's), and a process that is gone is an error.
+TEST(CpuListTest, CpusOfAProcessAreItsMainThreadsAffinity) {
+  std::string error;
+  const std::optional<CpuList> mine = cpus_of_process(::getpid(), error);
+  ASSERT_TRUE(mine) << error;
+  EXPECT_EQ(mine->cpus(), affinity_of_this_thread());
+  pid_t gone = ::fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(gone, &status, 0), gone);
+  EXPECT_FALSE(cpus_of_process(gone, error));
+  EXPECT_NE(error.find(fmt::format("cannot read the CPUs of process {}", gone)), std::string::npos) << error;
 }
 
 }  // namespace

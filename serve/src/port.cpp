@@ -133,6 +133,7 @@ bool Port::open(std::string& error) {
       error = fmt::format("{}: {}", spec_.name, error);
       return false;
     }
+    workers_ = workers;
     datapath_ = std::make_unique<datapath::DeviceDatapath>(options, *backend_, std::move(workers));
   }
   if (spec_.client) return true;
@@ -286,10 +287,34 @@ void Port::reject_extra_frontend() {
   spdlog::warn("{}: a second frontend connected while one is served: closed it", spec_.name);
 }  // `extra` closes here
 
+void Port::follow_frontends_cpus(const Connection& connection) {
+  ucred peer{};
+  socklen_t size = sizeof(peer);
+  const bool known = ::getsockopt(connection.fd(), SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0;
+  if (!known || peer.pid <= 0) {
+    spdlog::warn("{}: cpus=frontend: the frontend's process is unknown ({}); the workers stay where they are",
+                 spec_.name, known ? "the socket names no process" : std::strerror(errno));
+    return;
+  }
+  std::string error;
+  datapath::WorkerPlacement placement = spec_.placement;
+  std::optional<datapath::CpuList> cpus = datapath::cpus_of_process(peer.pid, error);
+  if (cpus) {
+    placement.cpus = std::move(*cpus);
+    if (datapath::WorkerPool::place(workers_, placement, error)) {
+      spdlog::info("{}: workers on CPUs {}, the frontend's (pid {})", spec_.name, datapath::to_string(placement.cpus),
+                   peer.pid);
+      return;
+    }
+  }
+  spdlog::warn("{}: cpus=frontend: {}; the workers stay where they are", spec_.name, error);
+}
+
 void Port::serve(Connection connection) {
   const uint64_t number = connections_.fetch_add(1, std::memory_order_relaxed) + 1;
   const PortTotals before = totals();
   spdlog::info("{}: frontend connected (connection {})", spec_.name, number);
+  if (spec_.placement.follow_frontend) follow_frontends_cpus(connection);
   vhost_user::DeviceOptions device_options;
   device_options.name = spec_.name;
   device_options.queue_pairs = spec_.queue_pairs;

@@ -62,10 +62,22 @@ bool set_named(std::string_view key, std::string_view value, E& out, std::string
   return true;
 }
 
+// The value of cpus= that follows the frontend's CPUs instead of naming CPUs.
+constexpr std::string_view kFrontendCpus = "frontend";
+
 bool set_cpus(std::string_view value, PortSpec& spec, std::string& error) {
+  if (value == kFrontendCpus) {
+    spec.placement.cpus = {};
+    spec.placement.follow_frontend = true;
+    return true;
+  }
   auto cpus = datapath::parse_cpu_list(value, error);
-  if (!cpus) return false;
+  if (!cpus) {
+    error += fmt::format("; cpus= also takes {}", kFrontendCpus);
+    return false;
+  }
   spec.placement.cpus = std::move(*cpus);
+  spec.placement.follow_frontend = false;
   return true;
 }
 
@@ -318,7 +330,11 @@ nlohmann::json port_to_json(const PortSpec& spec) {
       {"tx_delivery", datapath::to_string(spec.tx_delivery)},
   };
   if (spec.name.empty()) port.erase("name");  // unnamed: finish_ports() names it
-  if (!spec.placement.cpus.empty()) port["cpus"] = datapath::to_string(spec.placement.cpus);
+  if (spec.placement.follow_frontend) {
+    port["cpus"] = kFrontendCpus;
+  } else if (!spec.placement.cpus.empty()) {
+    port["cpus"] = datapath::to_string(spec.placement.cpus);
+  }
   if (spec.placement.scheduler != datapath::WorkerScheduler::kOther) {
     port["sched"] = datapath::to_string(spec.placement.scheduler);
   }
@@ -356,6 +372,7 @@ namespace {
 // " on CPUs 1, sched batch" (only what is not the default).
 std::string placement_text(const datapath::WorkerPlacement& placement) {
   std::string text;
+  if (placement.follow_frontend) text += " on the frontend's CPUs";
   if (!placement.cpus.empty()) text += fmt::format(" on CPUs {}", datapath::to_string(placement.cpus));
   if (placement.scheduler != datapath::WorkerScheduler::kOther) {
     text += fmt::format(", sched {}", datapath::to_string(placement.scheduler));

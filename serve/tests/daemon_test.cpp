@@ -15,8 +15,10 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -567,6 +569,73 @@ TEST(DaemonTest, CpusAndSchedPlaceThePortsWorkerAndAMissingCpuFailsTheStart) {
   EXPECT_FALSE(daemon.start(error));
   EXPECT_NE(error.find("far: cannot run on CPUs 1023"), std::string::npos) << error;
   EXPECT_FALSE(exists(dir.file("good.sock")));
+}
+
+namespace {
+
+// The Cpus_allowed_list of this process's thread named `name`, or "" when none is.
+std::string cpus_of_thread(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    std::getline(comm, line);
+    if (line != name) continue;
+    std::ifstream status(task.path() / "status");
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find_last_of(" \t") + 1);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+// cpus=frontend: when a process connects, the port's worker moves to the CPUs that
+// process may run on (here a child pinned to one CPU, as taskset or libvirt pins QEMU).
+TEST(DaemonTest, CpusFrontendMovesTheWorkerToTheConnectedProcesssCpus) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "one CPU allowed: the worker could not be seen to move";
+  size_t target = 0;
+  while (!CPU_ISSET(target, &allowed)) ++target;
+  TempDir dir;
+  PortSpec spec = port("follow", dir.file("follow.sock"));
+  spec.placement.follow_frontend = true;
+  Daemon daemon({spec});
+  std::string error;
+  ASSERT_TRUE(daemon.start(error)) << error;
+  const std::string before = cpus_of_thread("follow.w0");
+  ASSERT_NE(before, std::to_string(target));  // the daemon's CPUs until a frontend connects
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // only async-signal-safe calls: the parent has threads
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(target, &one);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const std::string path = dir.file("follow.sock");
+    std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (::sched_setaffinity(0, sizeof(one), &one) != 0 || fd < 0 ||
+        ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+      ::_exit(1);
+    }
+    char byte = 0;
+    (void)::read(fd, &byte, 1);  // until the test kills us (or the port hangs up)
+    ::_exit(0);
+  }
+  std::string after;
+  for (int i = 0; i < 500 && after != std::to_string(target); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = cpus_of_thread("follow.w0");
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  (void)::waitpid(child, &status, 0);
+  EXPECT_EQ(after, std::to_string(target)) << "before: " << before;
 }
 
 TEST(DaemonTest, StartFailsForAPathNoSocketCanHave) {

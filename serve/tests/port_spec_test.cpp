@@ -499,6 +499,28 @@ TEST(PortSpecTest, CpusAndSchedPlaceThePortsWorkers) {
   }
 }
 
+// cpus=frontend: no CPUs named, the frontend's taken when it connects; shown, written
+// back and read again as such; a later cpus=LIST replaces it.
+TEST(PortSpecTest, CpusFrontendFollowsTheConnectedProcess) {
+  std::string error;
+  auto spec = parse_port_spec("sock=/a,cpus=frontend,sched=batch", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_TRUE(spec->placement.follow_frontend);
+  EXPECT_TRUE(spec->placement.cpus.empty());
+  EXPECT_FALSE(spec->placement.is_default());
+  EXPECT_NE(describe(*spec).find("workers device on the frontend's CPUs, sched batch,"), std::string::npos)
+      << describe(*spec);
+  const nlohmann::json written = port_to_json(*spec);
+  EXPECT_EQ(written.at("cpus"), "frontend");
+  std::string json_error;
+  EXPECT_EQ(parse_port_json(written, json_error), spec) << json_error;
+  spec = parse_port_spec("sock=/a,cpus=frontend", error);
+  ASSERT_TRUE(spec) << error;
+  EXPECT_FALSE(spec->placement.is_default());
+  expect_refused("sock=/a,cpus=frontend,workers=pool", "cpus= and sched= are for workers=device and workers=pair");
+  expect_refused("sock=/a,cpus=vm", "'vm' is not a CPU list like 1 or 0-3 or [0,2-3]; cpus= also takes frontend");
+}
+
 TEST(PortSpecTest, BadDatapathAndBackendKeysAreRefused) {
   expect_refused("sock=/a,cpus=1,workers=pool", "cpus= and sched= are for workers=device and workers=pair");
   expect_refused("sock=/a,sched=batch,workers=pool", "cpus= and sched= are for workers=device and workers=pair");

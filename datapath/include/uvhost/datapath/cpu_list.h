@@ -21,7 +21,12 @@
 //  - pin_this_thread(): sets the calling thread's affinity to the list; false with
 //    `error` when the kernel refuses (no CPU of the list is online or allowed to this
 //    process's cpuset).
+//  - cpus_of_process(): the CPUs process `pid` (its main thread) may run on, as the
+//    kernel reports them (sched_getaffinity); nullopt with `error` when it cannot
+//    (the process is gone, or a security module refuses).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -40,6 +45,7 @@ class CpuList {
   bool empty() const noexcept { return cpus_.empty(); }
 
   friend std::optional<CpuList> parse_cpu_list(std::string_view text, std::string& error);
+  friend std::optional<CpuList> cpus_of_process(pid_t pid, std::string& error);
   friend bool operator==(const CpuList&, const CpuList&) = default;
 
  private:
@@ -49,5 +55,6 @@ class CpuList {
 std::optional<CpuList> parse_cpu_list(std::string_view text, std::string& error);
 std::string to_string(const CpuList& list);
 bool pin_this_thread(const CpuList& list, std::string& error);
+std::optional<CpuList> cpus_of_process(pid_t pid, std::string& error);
 
 }  // namespace uvhost::datapath

@@ -18,6 +18,11 @@
 //    (SCHED_OTHER, the default), batch (SCHED_BATCH), idle (SCHED_IDLE: runs only
 //    when nothing else wants the CPU). Real-time policies are not offered: a polling
 //    worker (poll=always) under one can take its CPU from everything else.
+//  - follow_frontend (`cpus=frontend`): the CPUs are the frontend's, read from the
+//    process at the other end of the vhost-user socket each time one connects
+//    (SO_PEERCRED, then its affinity), as kernel vhost-net's worker inherits the
+//    affinity and cpuset of the VM that owns it. Until a frontend connects, and
+//    when its CPUs cannot be read, the workers stay where the daemon may run.
 //  - apply_to_this_thread(): sets the calling thread's affinity (an empty CpuList
 //    leaves it) and policy; false with `error` when the kernel refuses either.
 #pragma once
@@ -42,8 +47,11 @@ constexpr const auto& enum_names(WorkerScheduler) noexcept { return kWorkerSched
 struct WorkerPlacement {
   CpuList cpus;  // empty: wherever the daemon may run
   WorkerScheduler scheduler = WorkerScheduler::kOther;
+  bool follow_frontend = false;  // cpus=frontend (cpus stays empty)
 
-  bool is_default() const noexcept { return cpus.empty() && scheduler == WorkerScheduler::kOther; }
+  bool is_default() const noexcept {
+    return cpus.empty() && !follow_frontend && scheduler == WorkerScheduler::kOther;
+  }
   friend bool operator==(const WorkerPlacement&, const WorkerPlacement&) = default;
 };
 

@@ -23,12 +23,17 @@
 //    assign() made for that port alone (device, pair), on their own threads
 //    (worker_placement.h); false with `error` if the port has none (pool: the shared
 //    workers are not one port's to place) or the kernel refuses.
+//  - place(workers, placement): the same for the given workers (each once, however
+//    often it is listed), from any thread that is not one of them: it touches no
+//    state of the pool, so a port's thread may re-place its workers when a frontend
+//    connects while the control thread assigns another port's.
 //  - set_enqueue_strategy() applies to every worker (or the one named) at once, live.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,6 +65,7 @@ class WorkerPool {
   std::vector<Worker*> assign(const std::string& port, WorkerMapping mapping, uint32_t queue_pairs);
   void release(const std::string& port);
   bool place(const std::string& port, const WorkerPlacement& placement, std::string& error);
+  static bool place(std::span<Worker* const> workers, const WorkerPlacement& placement, std::string& error);
 
   const std::vector<std::unique_ptr<Worker>>& workers() const noexcept { return workers_; }
   Worker* find(std::string_view name) const noexcept;

@@ -138,6 +138,9 @@ class Port {
   std::optional<vhost_user::Connection> accept_frontend();
   std::optional<vhost_user::Connection> connect_to_frontend();
   void serve(vhost_user::Connection connection);
+  // cpus=frontend: moves the port's workers to the CPUs of the process at the other
+  // end of `connection` (worker_placement.h); logs where they went, or why not.
+  void follow_frontends_cpus(const vhost_user::Connection& connection);
   void reject_extra_frontend();
   bool stop_requested() const;
   // Waits for `fd` (or -1: nothing) or the stop fd, up to `timeout` (-1: forever).
@@ -160,6 +163,7 @@ class Port {
   std::optional<vhost_user::Connection> handed_connection_;  // a connected socket_fd, until served
   std::unique_ptr<backends::PortBackend> backend_;
   std::unique_ptr<datapath::DeviceDatapath> datapath_;  // after backend_: destroyed first
+  std::vector<datapath::Worker*> workers_;  // the datapath's, one per queue pair
   // Read by the control socket's thread: relaxed atomics (reporting only).
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> rejected_{0};

@@ -29,7 +29,9 @@
 //                      port), pair (one per queue pair), pool (the daemon's shared pool)
 //      cpus=LIST       workers=device|pair: the CPUs the port's workers run on, as
 //                      taskset -c writes them (1, 0-3; a list with commas in brackets:
-//                      [0,2-3]); default: the daemon's (datapath/cpu_list.h)
+//                      [0,2-3]); or `frontend`: the CPUs of the process connected to
+//                      the socket, read at each connection; default: the daemon's
+//                      (datapath/cpu_list.h, worker_placement.h)
 //      sched=POLICY    workers=device|pair: their scheduling policy, other (default),
 //                      batch or idle (datapath/worker_placement.h)
 //      poll=MODE       notify (default), busy, always, adaptive (datapath/poll_mode.h)
