@@ -7,6 +7,7 @@
 #                       [--arrangements uvhost,testpmd,qemu-tap] [--port-extra KEYS]
 #                       [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH]
 #                       [--port-extra-b KEYS] [--iommu off|strict|lazy]
+#                       [--tap-rps MASK]
 #
 # Each round boots the guest once per arrangement (the order rotates from round to round,
 # so no arrangement always goes first), and each boot prints the negotiated virtio
@@ -37,6 +38,12 @@
 # iommu-support=1 (without it DPDK offers no ACCESS_PLATFORM and QEMU refuses the
 # device), uvhost's ports offer it always, and qemu-tap's device translates in QEMU.
 # Default off: machine pc, no IOMMU.
+# --tap-rps MASK sets every arrangement's tap's receive packet steering (its
+# queues/rx-*/rps_cpus, a hex CPU mask; the kernel's Documentation/networking/
+# scaling.rst): what a process writes into the tap (the guest's frames, handed over by
+# uvhost's worker, testpmd or QEMU's main loop) is then taken into the host's stack on
+# those CPUs instead of in the writer's own system call. Default: left as it is (0,
+# none).
 #
 # Figures per boot and direction: iperf3's receiver-side Mbit/s as the guest reports
 # it, the sender's retransmits, and the CPU time (utime + stime from /proc/PID/stat) of
@@ -63,7 +70,7 @@ HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b="" port_extra_b="" iommu=off
+uvhost="" rounds=4 secs=5 arrangements=uvhost,testpmd,qemu-tap port_extra="" io_cpu="" qemu_cpus=1 uvhost_b="" port_extra_b="" iommu=off tap_rps=""
 while (($#)); do
   case $1 in
     --uvhost) uvhost=$2; shift 2 ;;
@@ -76,11 +83,12 @@ while (($#)); do
     --uvhost-b) uvhost_b=$2; shift 2 ;;
     --port-extra-b) port_extra_b=$2; shift 2 ;;
     --iommu) iommu=$2; shift 2 ;;
+    --tap-rps) tap_rps=$2; shift 2 ;;
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
 [[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ && $iommu =~ ^(off|strict|lazy)$ ]] ||
-  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap,uvhost-b] [--port-extra KEYS] [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH] [--port-extra-b KEYS] [--iommu off|strict|lazy]" >&2; exit 64; }
+  { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap,uvhost-b] [--port-extra KEYS] [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH] [--port-extra-b KEYS] [--iommu off|strict|lazy] [--tap-rps MASK]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 IFS=, read -r -a order <<<"$arrangements"
 [[ -z $uvhost_b ]] && uvhost_b=$uvhost
@@ -104,13 +112,23 @@ if [[ $iommu != off ]]; then
 fi
 ilib_init qemu-iperf
 CLK_TCK=$(getconf CLK_TCK)
-echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU $qemu_cpus, its other threads on CPU ${io_cpu:-$qemu_cpus}; IOMMU $iommu${iommu_kernel[*]:+ (${iommu_kernel[*]})}"
+echo "# $(date -u +'%F %T') load $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1)); $rounds rounds x (${order[*]}), iperf3 ${secs} s each way; QEMU's vCPU on CPU $qemu_cpus, its other threads on CPU ${io_cpu:-$qemu_cpus}; IOMMU $iommu${iommu_kernel[*]:+ (${iommu_kernel[*]})}${tap_rps:+; RPS CPU mask of the taps $tap_rps}"
 
 host_ip=10.0.0.1 guest_ip=10.0.0.2
 results=$dir/results.txt   # arrangement round direction mbps retransmits cpu_qemu cpu_backend window_s
 #                            guest_irqs guest_tx_frames guest_rx_frames guest_busy_pct guest_softirq_pct
 #                            guest_tx_kicks guest_rx_kicks
 : >"$results"
+
+# TAP up with HOST/24 (qlib_tap_up), then its receive packet steering (--tap-rps).
+tap_up() {
+  local tap=$1 addr=$2 queue
+  qlib_tap_up "$tap" "$addr" || return 1
+  [[ -z $tap_rps ]] && return 0
+  for queue in $("${NS[@]}" sh -c "ls -d /sys/class/net/$tap/queues/rx-*"); do
+    "${NS[@]}" sh -c "echo $tap_rps >$queue/rps_cpus" || { fail "$tap: cannot set $queue/rps_cpus to $tap_rps"; return 1; }
+  done
+}
 
 # CPU seconds (utime + stime, every thread) of PID; empty when it is gone.
 cpu_s() {
@@ -134,7 +152,7 @@ measure() {
   qlib_guest_start "$name" --cpu "$qemu_cpus" ${io_cpu:+--io-cpu "$io_cpu"} "${iommu_qemu[@]}" "$@" -- uvhost.tests=link,iperf,iperf-r \
     uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" uvhost.secs="$secs" "${iommu_kernel[@]}" || return 1
   if [[ $arrangement == qemu-tap ]]; then
-    qlib_tap_up "$tap" "$host_ip" || return 1
+    tap_up "$tap" "$host_ip" || return 1
     qlib_iperf_server "$host_ip" 0 || return 1
   fi
   local iperf_pid=$IPERF_PID
@@ -201,7 +219,7 @@ round_uvhost() {
   tap=uvqu$$
   ilib_serve_start "$arrangement-$r" -- --port "sock=$sock,backend=tap,tap=$tap,name=p0${keys:+,$keys}" ||
     { uvhost=$saved; return 0; }
-  qlib_tap_up "$tap" "$host_ip" || { uvhost=$saved; return 0; }
+  tap_up "$tap" "$host_ip" || { uvhost=$saved; return 0; }
   measure "$arrangement" "$r" "$SERVE_PID" --sock "$sock" || true
   ilib_serve_stop "$arrangement-$r"
   uvhost=$saved
@@ -221,7 +239,7 @@ round_testpmd() {
     ilib_stop_pid "$tp" INT 10 || true
     return 0
   fi
-  qlib_tap_up "$tap" "$host_ip" || { ilib_stop_pid "$tp" INT 10 || true; return 0; }
+  tap_up "$tap" "$host_ip" || { ilib_stop_pid "$tp" INT 10 || true; return 0; }
   # `timeout` runs testpmd as its child: the CPU is the child's.
   measure testpmd "$r" "$(pgrep -P "$tp" | head -n 1)" --sock "$sock" || true
   ilib_stop_pid "$tp" INT 15 || true
