@@ -39,7 +39,7 @@
 # device), uvhost's ports offer it always, and qemu-tap's device translates in QEMU.
 # Default off: machine pc, no IOMMU.
 # --tap-rps MASK sets every arrangement's tap's receive packet steering (its
-# queues/rx-*/rps_cpus, a hex CPU mask; the kernel's Documentation/networking/
+# queues/rx-*/rps_cpus, a hex CPU mask, checked as such; the kernel's Documentation/networking/
 # scaling.rst): what a process writes into the tap (the guest's frames, handed over by
 # uvhost's worker, testpmd or QEMU's main loop) is then taken into the host's stack on
 # those CPUs instead of in the writer's own system call. Default: left as it is (0,
@@ -87,7 +87,7 @@ while (($#)); do
     *) echo "iperf_vs_testpmd.sh: unknown argument $1" >&2; exit 64 ;;
   esac
 done
-[[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ && $iommu =~ ^(off|strict|lazy)$ ]] ||
+[[ -x $uvhost && $rounds =~ ^[0-9]+$ && $secs =~ ^[0-9]+$ && $arrangements =~ ^[a-z,-]+$ && $iommu =~ ^(off|strict|lazy)$ && $tap_rps =~ ^[0-9a-fA-F,]*$ ]] ||
   { echo "usage: iperf_vs_testpmd.sh --uvhost PATH [--rounds N] [--secs N] [--arrangements uvhost,testpmd,qemu-tap,uvhost-b] [--port-extra KEYS] [--qemu-cpus LIST] [--qemu-io-cpu C] [--uvhost-b PATH] [--port-extra-b KEYS] [--iommu off|strict|lazy] [--tap-rps MASK]" >&2; exit 64; }
 [[ $(id -u) -eq 0 ]] || { echo "not root (network namespace and tap needed): skipped"; exit 77; }
 IFS=, read -r -a order <<<"$arrangements"
