@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <new>
 #include <span>
 #include <stdexcept>
@@ -21,8 +22,12 @@ uint32_t checked_pairs(uint32_t queue_pairs) {
   return queue_pairs;
 }
 
+// `frame` holds at least the two addresses (kMinFrameBytes).
 void swap_macs(std::span<std::byte> frame) noexcept {
-  std::swap_ranges(frame.begin(), frame.begin() + kMacBytes, frame.begin() + kMacBytes);
+  std::array<std::byte, kMacBytes> destination;
+  std::memcpy(destination.data(), frame.data(), kMacBytes);
+  std::memcpy(frame.data(), frame.data() + kMacBytes, kMacBytes);
+  std::memcpy(frame.data() + kMacBytes, destination.data(), kMacBytes);
 }
 
 // The whole frame in a Packet: `head` (its first bytes, already copied and checked)

@@ -99,7 +99,9 @@ void DeviceDatapath::finish_direct(Vring& q, const virtio::GuestMemoryMap& map) 
 
 bool DeviceDatapath::inject_frame(uint32_t pair, const virtio::NetHeader& header, std::span<const std::byte> prefix,
                                   const backends::TxFrame& source) noexcept {
-  Vring& q = *vrings_[2 * (pair % options_.queue_pairs)];
+  // (No division on the common path: a pair in range is its own index.)
+  const uint32_t index = pair < options_.queue_pairs ? pair : pair % options_.queue_pairs;
+  Vring& q = *vrings_[2 * index];
   TransmitScope* const scope = TransmitScope::current();
   // Straight into the ring: only from the thread that serves it, under the map it
   // holds, and only with nothing queued ahead (frames keep their order).

@@ -53,6 +53,15 @@ Descriptor load_spanning_entry(const IoVector& table, uint32_t index) noexcept;
                                                             uint32_t index, bool in_indirect, uint64_t addr,
                                                             uint64_t len, TranslateStatus status) noexcept;
 
+// What the fast walk needs: fewer fields than WalkContext, so that a burst of common
+// chains keeps them in registers (nothing here is formatted or reported).
+struct FastWalk {
+  const GuestMemoryMap& memory;
+  const std::byte* desc_table;  // host pointer, 16-byte aligned, queue_size entries
+  uint32_t queue_size;
+  bool indirect_allowed;
+};
+
 // The common chain, walked with less: direct descriptors, or one indirect table inside
 // one memory region, all of the caller's direction (kReadableOnly or kWritableOnly),
 // each buffer inside one memory region.
@@ -60,20 +69,21 @@ Descriptor load_spanning_entry(const IoVector& table, uint32_t index) noexcept;
 // is something else (indirect, spanning, mixed, or a violation): the caller runs
 // walk_chain() from the start, which reads every descriptor again and decides on its
 // own reads alone, so nothing read here is trusted twice. `cursor` carries the last
-// region found from one chain of a burst to the next.
+// region found from one chain to the next (the queue keeps it while the map lasts).
 // The rest of walk_direct_chain for a head descriptor that points at an indirect table.
 template <ChainDirection kDirection>
-[[gnu::noinline]] bool walk_indirect_table(const WalkContext& context, const Descriptor& head_desc,
-                                           DescriptorChain& chain, GuestMemoryMap::RegionCursor& cursor) {
+[[gnu::noinline]] bool walk_indirect_table(const GuestMemoryMap& memory, uint32_t queue_size, bool indirect_allowed,
+                                           const Descriptor& head_desc, DescriptorChain& chain,
+                                           GuestMemoryMap::RegionCursor& cursor) {
   constexpr bool kWritable = kDirection == ChainDirection::kWritableOnly;
   constexpr uint16_t kWantedFlags = kWritable ? kDescFlagWrite : 0;
   constexpr Access kAccess = kWritable ? Access::kWrite : Access::kRead;
   IoVector& pieces = kWritable ? chain.writable : chain.readable;
-  if (!context.indirect_allowed || (head_desc.flags & kDescFlagNext) != 0 || head_desc.len == 0 ||
-      head_desc.len % kDescriptorSize != 0 || head_desc.len / kDescriptorSize > context.queue_size) {
+  if (!indirect_allowed || (head_desc.flags & kDescFlagNext) != 0 || head_desc.len == 0 ||
+      head_desc.len % kDescriptorSize != 0 || head_desc.len / kDescriptorSize > queue_size) {
     return false;
   }
-  const std::byte* table = context.memory.host_within_region(head_desc.addr, head_desc.len, cursor, Access::kRead);
+  const std::byte* table = memory.host_within_region(head_desc.addr, head_desc.len, cursor, Access::kRead);
   if (table == nullptr) return false;
   const uint32_t table_size = head_desc.len / static_cast<uint32_t>(kDescriptorSize);
   uint32_t index = 0;
@@ -83,7 +93,7 @@ template <ChainDirection kDirection>
     const Descriptor desc = load_descriptor(table + size_t{index} * kDescriptorSize);  // need not be aligned
     if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
     total_bytes += desc.len;
-    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor, kAccess)) return false;
+    if (!memory.translate_within_region(desc.addr, desc.len, pieces, cursor, kAccess)) return false;
     ++walked;
     if ((desc.flags & kDescFlagNext) == 0) break;
     if (desc.next >= table_size || walked >= table_size) return false;
@@ -95,8 +105,8 @@ template <ChainDirection kDirection>
 }
 
 template <ChainDirection kDirection>
-[[gnu::always_inline]] inline bool walk_direct_chain(const WalkContext& context, uint16_t head,
-                                                     DescriptorChain& chain, GuestMemoryMap::RegionCursor& cursor) {
+[[gnu::always_inline]] inline bool walk_direct_chain(const FastWalk& walk, uint16_t head, DescriptorChain& chain,
+                                                     GuestMemoryMap::RegionCursor& cursor) {
   static_assert(kDirection != ChainDirection::kAny, "the fast walk serves one-direction chains only");
   constexpr bool kWritable = kDirection == ChainDirection::kWritableOnly;
   constexpr uint16_t kWantedFlags = kWritable ? kDescFlagWrite : 0;
@@ -104,19 +114,21 @@ template <ChainDirection kDirection>
   IoVector& pieces = kWritable ? chain.writable : chain.readable;
   chain.clear();
   chain.head = head;
-  if (head >= context.queue_size) return false;
-  Descriptor desc = load_aligned_descriptor(context.desc_table + size_t{head} * kDescriptorSize);
+  if (head >= walk.queue_size) return false;
+  Descriptor desc = load_aligned_descriptor(walk.desc_table + size_t{head} * kDescriptorSize);
   // One indirect table inside one region (what Linux drivers use for multi-buffer
   // transmit) is walked fast too; anything else is the full walk's business.
-  if ((desc.flags & kDescFlagIndirect) != 0) return walk_indirect_table<kDirection>(context, desc, chain, cursor);
+  if ((desc.flags & kDescFlagIndirect) != 0) {
+    return walk_indirect_table<kDirection>(walk.memory, walk.queue_size, walk.indirect_allowed, desc, chain, cursor);
+  }
   uint32_t walked = 0;
   for (;;) {
     if ((desc.flags & ~kDescFlagNext) != kWantedFlags || desc.len == 0) return false;
-    if (!context.memory.translate_within_region(desc.addr, desc.len, pieces, cursor, kAccess)) return false;
+    if (!walk.memory.translate_within_region(desc.addr, desc.len, pieces, cursor, kAccess)) return false;
     ++walked;
     if ((desc.flags & kDescFlagNext) == 0) break;
-    if (desc.next >= context.queue_size || walked >= context.queue_size) return false;
-    desc = load_aligned_descriptor(context.desc_table + size_t{desc.next} * kDescriptorSize);
+    if (desc.next >= walk.queue_size || walked >= walk.queue_size) return false;
+    desc = load_aligned_descriptor(walk.desc_table + size_t{desc.next} * kDescriptorSize);
   }
   if (pieces.total_bytes() > 0xffffffffu) return false;  // pieces held nothing before this chain
   chain.descriptor_count = walked;

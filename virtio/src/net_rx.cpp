@@ -78,11 +78,13 @@ class NetReceiveWriter::SourceCursor {
 
 namespace {
 
-// Copies the whole source into `out` (contiguous, large enough).
+// Copies the whole source into `out` (contiguous, large enough). copy_bytes: short
+// pieces (a loopback's swapped addresses, a small frame) are moved inline; it allows
+// overlap as memmove does for long ones (see SourceCursor::copy_to).
 void copy_whole(std::byte* out, const RxSource& source) noexcept {
   size_t left = source.size;
   const size_t head = std::min(source.head.size(), left);
-  if (head > 0) std::memmove(out, source.head.data(), head);
+  if (head > 0) copy_bytes(out, source.head.data(), head);
   out += head;
   left -= head;
   size_t skip = source.rest_offset;
@@ -93,7 +95,7 @@ void copy_whole(std::byte* out, const RxSource& source) noexcept {
       continue;
     }
     const size_t n = std::min(piece.len - skip, left);
-    std::memmove(out, piece.data + skip, n);  // may overlap, as in SourceCursor::copy_to
+    copy_bytes(out, piece.data + skip, n);
     out += n;
     left -= n;
     skip = 0;
@@ -112,8 +114,12 @@ DescriptorChain* NetReceiveWriter::take(DeviceQueue& queue, const GuestMemoryMap
     // As many chains as the rest of this packet needs by the largest buffer seen (one
     // when none was seen), at most `reserve`: a chain popped and given back would be
     // walked again.
+    // (No division when one chain is enough: it is the common case, and a 64-bit
+    // division would sit on every receive's path.)
     const size_t per_chain = std::max<size_t>(largest_buffer_, 1);
-    const size_t wanted = std::clamp<size_t>((bytes_left + per_chain - 1) / per_chain, 1, reserved_.size());
+    const size_t wanted = bytes_left <= per_chain ? 1
+                                                  : std::clamp<size_t>((bytes_left + per_chain - 1) / per_chain, 1,
+                                                                       reserved_.size());
     next_ = 0;
     count_ = queue.pop_burst(memory, std::span<DescriptorChain>(reserved_).first(wanted),
                              ChainDirection::kWritableOnly);
@@ -163,12 +169,35 @@ RxResult NetReceiveWriter::deliver_single(DeviceQueue& queue, const GuestMemoryM
 
 RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                                           const RxSource& frame) {
+  // The common case first: header and frame fit the first buffer's first piece.
+  const DescriptorChain* chain = take(queue, memory, frame.size + options_.header_size);
+  if (chain != nullptr && chain->writable.total_bytes() >= options_.header_size &&
+      chain->writable[0].len >= options_.header_size + frame.size) [[likely]] {
+    const IoPiece& first_piece = chain->writable[0];
+    largest_buffer_ = std::max(largest_buffer_, chain->writable.total_bytes());
+    NetHeader out = header;
+    out.num_buffers = 1;
+    encode_net_header(out, options_.header_size, std::span(first_piece.data, options_.header_size));
+    copy_whole(first_piece.data + options_.header_size, frame);
+    const size_t written = options_.header_size + frame.size;
+    note_written(chain->writable.pieces(), written);
+    queue.add_used(memory, chain->head, static_cast<uint32_t>(written));
+    return {RxStatus::kDelivered, 1};
+  }
+  return deliver_merged_spread(queue, memory, header, frame, chain);
+}
+
+RxResult NetReceiveWriter::deliver_merged_spread(DeviceQueue& queue, const GuestMemoryMap& memory,
+                                                 const NetHeader& header, const RxSource& frame,
+                                                 const DescriptorChain* first_chain) {
   pending_.clear();
   SourceCursor cursor(frame);
   size_t copied = 0;
+  bool first_taken = true;  // the first chain is first_chain, taken by deliver_merged()
   for (;;) {
     const size_t bytes_left = frame.size - copied + (pending_.empty() ? options_.header_size : 0);
-    const DescriptorChain* chain = take(queue, memory, bytes_left);
+    const DescriptorChain* chain = first_taken ? first_chain : take(queue, memory, bytes_left);
+    first_taken = false;
     if (chain == nullptr) {
       if (queue.is_broken()) return {RxStatus::kQueueBroken, 0};
       const size_t taken = pending_.size();
@@ -195,18 +224,6 @@ RxResult NetReceiveWriter::deliver_merged(DeviceQueue& queue, const GuestMemoryM
       return {RxStatus::kQueueBroken, 0};
     }
     const bool first = pending_.empty();
-    const IoPiece& first_piece = chain->writable[0];
-    if (first && first_piece.len >= options_.header_size + frame.size) {
-      // The common case: header and frame fit the buffer's first piece.
-      NetHeader out = header;
-      out.num_buffers = 1;
-      encode_net_header(out, options_.header_size, std::span(first_piece.data, options_.header_size));
-      copy_whole(first_piece.data + options_.header_size, frame);
-      const size_t written = options_.header_size + frame.size;
-      note_written(chain->writable.pieces(), written);
-      queue.add_used(memory, chain->head, static_cast<uint32_t>(written));
-      return {RxStatus::kDelivered, 1};
-    }
     if (first) {
       // Remember where the header goes; num_buffers is known only at the end.
       header_piece_count_ = 0;

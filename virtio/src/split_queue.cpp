@@ -206,16 +206,44 @@ size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<Descriptor
     // Unchecked on purpose: a prefetch never faults, and the walk checks the head.
     __builtin_prefetch(desc + size_t{head} * kDescriptorSize);
   }
+  if (walk_cursor_generation_ != rings_generation_) {
+    walk_cursor_ = GuestMemoryMap::RegionCursor{};
+    walk_cursor_generation_ = rings_generation_;
+  }
+  // The common shapes first, with the region cursor in a local; anything else (or any
+  // doubt) goes to the full walk from that chain on.
+  GuestMemoryMap::RegionCursor cursor = walk_cursor_;
+  const detail::FastWalk walk{memory, desc, config_.size, config_.indirect_desc};
+  size_t i = 0;
+  if (direction == ChainDirection::kReadableOnly) {
+    while (i < count && detail::walk_direct_chain<ChainDirection::kReadableOnly>(walk, chains[i].head, chains[i], cursor)) {
+      ++i;
+    }
+  } else if (direction == ChainDirection::kWritableOnly) {
+    while (i < count && detail::walk_direct_chain<ChainDirection::kWritableOnly>(walk, chains[i].head, chains[i], cursor)) {
+      ++i;
+    }
+  }
+  walk_cursor_ = cursor;
+  if (i < count) [[unlikely]] return pop_burst_walking(memory, chains, direction, i, count);
+  last_avail_ = static_cast<uint16_t>(last_avail_ + count);
+  return count;
+}
+
+size_t DeviceQueue::pop_burst_walking(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
+                                      ChainDirection direction, size_t from, size_t count) {
   const detail::WalkContext context{memory,         desc_, config_.size, config_.indirect_desc, direction,
                                     indirect_table_, failed_translation_};
-  GuestMemoryMap::RegionCursor cursor;
-  for (size_t i = 0; i < count; ++i) {
+  const detail::FastWalk walk{memory, desc_, config_.size, config_.indirect_desc};
+  GuestMemoryMap::RegionCursor& cursor = walk_cursor_;
+  for (size_t i = from; i < count; ++i) {
     DescriptorChain& chain = chains[i];
-    // The common shapes first; anything else (or any doubt) takes the full walk.
-    if (direction == ChainDirection::kReadableOnly) {
-      if (detail::walk_direct_chain<ChainDirection::kReadableOnly>(context, chain.head, chain, cursor)) continue;
-    } else if (direction == ChainDirection::kWritableOnly) {
-      if (detail::walk_direct_chain<ChainDirection::kWritableOnly>(context, chain.head, chain, cursor)) continue;
+    if (i > from) {  // chain `from` failed the fast walk already
+      if (direction == ChainDirection::kReadableOnly) {
+        if (detail::walk_direct_chain<ChainDirection::kReadableOnly>(walk, chain.head, chain, cursor)) continue;
+      } else if (direction == ChainDirection::kWritableOnly) {
+        if (detail::walk_direct_chain<ChainDirection::kWritableOnly>(walk, chain.head, chain, cursor)) continue;
+      }
     }
     detail::WalkFailure failure;
     const QueueError error = detail::walk_chain(context, chain.head, chain, failure);

@@ -233,6 +233,44 @@ TEST(SplitQueue, FrontendAddressesAreTranslatedAndMapChangesAreFollowed) {
   EXPECT_FALSE(device.is_broken());
 }
 
+// The queue keeps the region of the last buffer it walked from one burst to the next,
+// but only under the same map: a new map over other host memory (the same guest
+// addresses, as after a SET_MEM_TABLE) must send the next chain's pieces there.
+TEST(SplitQueue, RegionKeptBetweenBurstsIsDroppedWithItsMap) {
+  TestMemory mem;
+  QueuePair q(mem, DriverOptions{.size = 8});
+  const uint64_t buf = mem.alloc(64);
+  const DriverQueue::Buffer bufs[] = {{buf, 64, false}};
+  const MemoryRegion& first = mem.map().region(0);
+  auto inside = [](const std::byte* p, const std::byte* base, size_t size) { return p >= base && p < base + size; };
+
+  ASSERT_TRUE(q.driver.add_chain(bufs).has_value());
+  q.driver.publish();
+  DescriptorChain chain;
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  ASSERT_EQ(chain.readable.size(), 1u);
+  EXPECT_TRUE(inside(chain.readable[0].data, first.host(), first.size()));
+
+  // The same guest memory, copied to other host memory, in a map of its own.
+  ASSERT_TRUE(q.driver.add_chain(bufs).has_value());
+  q.driver.publish();
+  std::vector<std::byte> copy(first.size());
+  std::memcpy(copy.data(), first.host(), first.size());
+  std::vector<std::unique_ptr<MemoryRegion>> regions;
+  regions.push_back(MemoryRegion::borrow(first.guest_phys_addr(), first.frontend_addr(), copy));
+  auto second = GuestMemoryMap::create(std::move(regions));
+  ASSERT_TRUE(q.device.pop(*second, chain));
+  ASSERT_EQ(chain.readable.size(), 1u);
+  EXPECT_TRUE(inside(chain.readable[0].data, copy.data(), copy.size()));
+  EXPECT_EQ(chain.readable[0].data - copy.data(), static_cast<ptrdiff_t>(buf - first.guest_phys_addr()));
+
+  // And back under the first map: its own memory again.
+  q.device.unpop(1);
+  ASSERT_TRUE(q.device.pop(mem.map(), chain));
+  EXPECT_TRUE(inside(chain.readable[0].data, first.host(), first.size()));
+  EXPECT_FALSE(q.device.is_broken());
+}
+
 // Property test: random chain shapes and sizes, checked byte for byte both ways.
 struct PropertyParams {
   uint16_t size;

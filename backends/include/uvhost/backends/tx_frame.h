@@ -50,7 +50,12 @@ struct TxFrame {
   size_t copy_frame(size_t offset, std::span<std::byte> dst) const noexcept {
     if (offset >= frame_len) return 0;
     if (dst.size() > frame_len - offset) dst = dst.first(frame_len - offset);
-    return virtio::copy_from_pieces(pieces, header_size + offset, dst);
+    const size_t from = header_size + offset;
+    if (!pieces.empty() && pieces[0].len >= from + dst.size()) [[likely]] {  // all in the first piece
+      virtio::copy_bytes(dst.data(), pieces[0].data + from, dst.size());
+      return dst.size();
+    }
+    return virtio::copy_from_pieces(pieces, from, dst);
   }
 
   // Fills `out` with iovecs of frame bytes from `offset` on (the header skipped), for

@@ -45,7 +45,7 @@ class IoVector {
 
   // false (and nothing appended) when the vector already holds max_pieces pieces.
   // Inline and branch-light: it runs once per descriptor.
-  [[nodiscard]] bool push_back(IoPiece piece) {
+  [[nodiscard, gnu::always_inline]] bool push_back(IoPiece piece) {
     if (size_ == capacity_) [[unlikely]] {
       if (!grow()) return false;
     }

@@ -108,6 +108,11 @@ class NetReceiveWriter {
                           const RxSource& frame);
   RxResult deliver_merged(DeviceQueue& queue, const GuestMemoryMap& memory, const NetHeader& header,
                           const RxSource& frame);
+  // The rest of deliver_merged(): a packet over more than the first chain's first
+  // piece, or no chain (`first_chain`, taken already, may be nullptr). Out of line.
+  [[gnu::noinline]] RxResult deliver_merged_spread(DeviceQueue& queue, const GuestMemoryMap& memory,
+                                                   const NetHeader& header, const RxSource& frame,
+                                                   const DescriptorChain* first_chain);
 
   // Appends the first `len` bytes of `pieces` to written_ (when recording).
   void note_written(std::span<const IoPiece> pieces, size_t len);

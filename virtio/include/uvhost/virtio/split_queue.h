@@ -257,6 +257,11 @@ class DeviceQueue {
   bool resolve_packed_rings(const GuestMemoryMap& memory);
   uint16_t available_packed(uint16_t enough, uint32_t* slots_counted = nullptr);
   size_t pop_burst_packed(const GuestMemoryMap& memory, std::span<DescriptorChain> chains, ChainDirection direction);
+  // pop_burst() from chain `from` on, for a chain the fast walk did not take (any
+  // shape, or a violation): every chain from there takes the full walk if the fast one
+  // fails. Out of line so the common burst keeps its registers.
+  [[gnu::noinline]] size_t pop_burst_walking(const GuestMemoryMap& memory, std::span<DescriptorChain> chains,
+                                             ChainDirection direction, size_t from, size_t count);
   void unpop_packed(uint16_t count) noexcept;
   void publish_used_packed();
   bool must_signal_guest_packed();
@@ -286,6 +291,11 @@ class DeviceQueue {
   bool signalled_valid_ = false;
 
   IoVector indirect_table_;     // scratch: host pieces of the indirect table being walked
+  // The memory region the last chain's buffer lay in, kept from one burst to the next
+  // while the map is the same (walk_cursor_generation_): a burst of chains in the
+  // region of the chain before needs no region lookup.
+  GuestMemoryMap::RegionCursor walk_cursor_;
+  uint64_t walk_cursor_generation_ = 0;
   TranslationNeed failed_translation_;  // what the last failed chain walk could not translate
   std::unique_ptr<UsedElement[]> shadow_;  // used elements by slot, until publish_used()
   bool used_elements_aligned8_ = false;    // each used element is 8-byte aligned in host memory
