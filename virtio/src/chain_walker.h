@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "uvhost/virtio/descriptor_chain.h"
@@ -133,6 +134,30 @@ template <ChainDirection kDirection>
   if (pieces.total_bytes() > 0xffffffffu) return false;  // pieces held nothing before this chain
   chain.descriptor_count = walked;
   return true;
+}
+
+// walk_direct_chain over chains[0, count) in order, for a direction known at run time
+// (decided once, not per chain): how many it took before the first it did not take.
+// kAny takes none (the full walk's business).
+template <ChainDirection kDirection>
+[[gnu::always_inline]] inline size_t walk_direct_run(const FastWalk& walk, std::span<DescriptorChain> chains,
+                                                     GuestMemoryMap::RegionCursor& cursor) {
+  size_t i = 0;
+  while (i < chains.size() && walk_direct_chain<kDirection>(walk, chains[i].head, chains[i], cursor)) ++i;
+  return i;
+}
+[[gnu::always_inline]] inline size_t walk_direct_run(ChainDirection direction, const FastWalk& walk,
+                                                     std::span<DescriptorChain> chains,
+                                                     GuestMemoryMap::RegionCursor& cursor) {
+  switch (direction) {
+    case ChainDirection::kReadableOnly:
+      return walk_direct_run<ChainDirection::kReadableOnly>(walk, chains, cursor);
+    case ChainDirection::kWritableOnly:
+      return walk_direct_run<ChainDirection::kWritableOnly>(walk, chains, cursor);
+    case ChainDirection::kAny:
+      break;
+  }
+  return 0;
 }
 
 // Inline: the burst loop in DeviceQueue::pop_burst keeps the context in registers.

@@ -214,16 +214,7 @@ size_t DeviceQueue::pop_burst(const GuestMemoryMap& memory, std::span<Descriptor
   // doubt) goes to the full walk from that chain on.
   GuestMemoryMap::RegionCursor cursor = walk_cursor_;
   const detail::FastWalk walk{memory, desc, config_.size, config_.indirect_desc};
-  size_t i = 0;
-  if (direction == ChainDirection::kReadableOnly) {
-    while (i < count && detail::walk_direct_chain<ChainDirection::kReadableOnly>(walk, chains[i].head, chains[i], cursor)) {
-      ++i;
-    }
-  } else if (direction == ChainDirection::kWritableOnly) {
-    while (i < count && detail::walk_direct_chain<ChainDirection::kWritableOnly>(walk, chains[i].head, chains[i], cursor)) {
-      ++i;
-    }
-  }
+  const size_t i = detail::walk_direct_run(direction, walk, chains.first(count), cursor);
   walk_cursor_ = cursor;
   if (i < count) [[unlikely]] return pop_burst_walking(memory, chains, direction, i, count);
   last_avail_ = static_cast<uint16_t>(last_avail_ + count);
@@ -238,13 +229,8 @@ size_t DeviceQueue::pop_burst_walking(const GuestMemoryMap& memory, std::span<De
   GuestMemoryMap::RegionCursor& cursor = walk_cursor_;
   for (size_t i = from; i < count; ++i) {
     DescriptorChain& chain = chains[i];
-    if (i > from) {  // chain `from` failed the fast walk already
-      if (direction == ChainDirection::kReadableOnly) {
-        if (detail::walk_direct_chain<ChainDirection::kReadableOnly>(walk, chain.head, chain, cursor)) continue;
-      } else if (direction == ChainDirection::kWritableOnly) {
-        if (detail::walk_direct_chain<ChainDirection::kWritableOnly>(walk, chain.head, chain, cursor)) continue;
-      }
-    }
+    // Chain `from` failed the fast walk already.
+    if (i > from && detail::walk_direct_run(direction, walk, chains.subspan(i, 1), cursor) == 1) continue;
     detail::WalkFailure failure;
     const QueueError error = detail::walk_chain(context, chain.head, chain, failure);
     if (error != QueueError::kNone) [[unlikely]] {
