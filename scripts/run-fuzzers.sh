@@ -3,7 +3,8 @@
 # time each; fails on any crash, sanitizer report, leak, timeout or out-of-memory.
 #
 # Usage: scripts/run-fuzzers.sh [seconds-per-fuzzer]   (default 60)
-# Environment: UVHOST_FUZZ_BUILD_DIR (default build/fuzz), UVHOST_FUZZ_JOBS (default 2),
+# Environment: UVHOST_FUZZ_BUILD_DIR (default build/fuzz), UVHOST_FUZZ_JOBS (default 2:
+#              the build's jobs, and how many fuzzers run at once),
 #              UVHOST_FUZZ_ARGS (extra libFuzzer flags, e.g. -runs=10000000, or
 #              "-jobs=2 -workers=2" for parallel workers, each logging to fuzz-N.log),
 #              UVHOST_FUZZ_ONLY (run only the fuzzer of this name).
@@ -45,29 +46,49 @@ ninja -C "$build_dir" -j "$jobs" "${targets[@]}"
 
 artifacts="$(realpath -m "${build_dir}/fuzz-artifacts")"
 mkdir -p "$artifacts"
-failed=()
-for entry in "${fuzzers[@]}"; do
-  name="${entry%%:*}"
-  seeds="$(realpath "${entry#*:}")"
+
+# run_fuzzer NAME SEEDS: one fuzzer for $seconds in its own logs folder; libFuzzer's
+# progress lines go to run.log there, its final stats (or on a finding, the report)
+# to summary.log. Fails on a finding.
+run_fuzzer() {
+  local name="$1" seeds binary scratch logs
+  seeds="$(realpath "$2")"
   binary="$(realpath "$(find "$build_dir" -type f -name "$name" -perm -u+x | head -n1)")"
   scratch="$(realpath -m "${build_dir}/fuzz-corpus/${name}")"
   logs="$(realpath -m "${build_dir}/fuzz-logs/${name}")"
   mkdir -p "$scratch" "$logs"
-  echo "=== fuzz: ${name} for ${seconds} s"
   # -error_exitcode: any crash or sanitizer report; -timeout: one input taking > 10 s
   # counts as a hang; -rss_limit_mb: memory blow-up counts as a failure.
   # shellcheck disable=SC2086
-  # libFuzzer's progress lines go to run.log in that folder; only the final stats, or
-  # on a finding the report, are printed here.
   if (cd "$logs" && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
       "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=77 \
       -print_final_stats=1 -artifact_prefix="${artifacts}/${name}-" ${UVHOST_FUZZ_ARGS:-} \
       "$scratch" "$seeds" >run.log 2>&1); then
-    grep -E '^(stat::|Done )' "${logs}/run.log" || true
+    grep -E '^(stat::|Done )' "${logs}/run.log" >"${logs}/summary.log" || true
   else
-    tail -n 80 "${logs}/run.log" || true
-    failed+=("$name")
+    tail -n 80 "${logs}/run.log" >"${logs}/summary.log" || true
+    return 1
   fi
+}
+
+# Up to $jobs fuzzers run at once (each is one process on one CPU), so the whole set
+# takes ceil(fuzzers / jobs) times $seconds; each fuzzer still gets its full time.
+declare -A pid_of=()
+for entry in "${fuzzers[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  name="${entry%%:*}"
+  echo "=== fuzz: ${name} for ${seconds} s"
+  run_fuzzer "$name" "${entry#*:}" &
+  pid_of[$name]=$!
+done
+failed=()
+for entry in "${fuzzers[@]}"; do
+  name="${entry%%:*}"
+  status=0
+  wait "${pid_of[$name]}" || status=$?
+  echo "--- fuzz: ${name}"
+  cat "$(realpath -m "${build_dir}/fuzz-logs/${name}")/summary.log" 2>/dev/null || true
+  ((status == 0)) || failed+=("$name")
 done
 
 if ((${#failed[@]})); then

@@ -8,6 +8,7 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   g++ cmake ninja-build pkg-config git
+  lld           # the linker (CMakeLists.txt: UVHOST_LLD)
   # libraries (see cmake/Dependencies.cmake)
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libboost-dev
   libck-dev liburcu-dev
