@@ -81,9 +81,10 @@ print(forwarded, dq_cost, dq_calls, enq_cost)
 EOF
 }
 
-read -r idle_n idle_dq idle_calls idle_enq < <(run_one idle --rates 1000)
-read -r n dq calls enq < <(run_one closed)
-python3 - "$idle_n" "$idle_dq" "$idle_calls" "$idle_enq" "$n" "$dq" "$calls" "$enq" <<'EOF'
+idle="$(run_one idle --rates 1000)"
+closed="$(run_one closed)"
+# shellcheck disable=SC2086  # each is four numbers
+python3 - $idle $closed <<'EOF'
 import sys
 idle_n, idle_dq, idle_calls, idle_enq, n, dq, calls, enq = map(int, sys.argv[1:])
 enq_per = enq / n
