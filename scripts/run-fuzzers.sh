@@ -46,6 +46,7 @@ ninja -C "$build_dir" -j "$jobs" "${targets[@]}"
 
 artifacts="$(realpath -m "${build_dir}/fuzz-artifacts")"
 mkdir -p "$artifacts"
+logs_root="$(realpath -m "${build_dir}/fuzz-logs")"  # one folder per fuzzer below
 
 # run_fuzzer NAME SEEDS: one fuzzer for $seconds in its own logs folder; libFuzzer's
 # progress lines go to run.log there, its final stats (or on a finding, the report)
@@ -55,7 +56,7 @@ run_fuzzer() {
   seeds="$(realpath "$2")"
   binary="$(realpath "$(find "$build_dir" -type f -name "$name" -perm -u+x | head -n1)")"
   scratch="$(realpath -m "${build_dir}/fuzz-corpus/${name}")"
-  logs="$(realpath -m "${build_dir}/fuzz-logs/${name}")"
+  logs="${logs_root}/${name}"
   mkdir -p "$scratch" "$logs"
   # -error_exitcode: any crash or sanitizer report; -timeout: one input taking > 10 s
   # counts as a hang; -rss_limit_mb: memory blow-up counts as a failure.
@@ -87,7 +88,7 @@ for entry in "${fuzzers[@]}"; do
   status=0
   wait "${pid_of[$name]}" || status=$?
   echo "--- fuzz: ${name}"
-  cat "$(realpath -m "${build_dir}/fuzz-logs/${name}")/summary.log" 2>/dev/null || true
+  cat "${logs_root}/${name}/summary.log" 2>/dev/null || true
   ((status == 0)) || failed+=("$name")
 done
 
