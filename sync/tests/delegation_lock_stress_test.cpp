@@ -277,11 +277,15 @@ TEST(DelegationLockStress, HandOffsUnderLoadAndNoStarvation) {
 // Waits that park teach the lock to spin less: every section blocks for 300 us, far
 // longer than any spin budget, so each waiter parks and the budget falls to its floor;
 // without adaptive_spin it stays where the options put it. Two threads take turns, so
-// at least one of them waits for most of the run.
+// at least one of them waits for most of the run. On a loaded machine the scheduler can
+// run the two one after the other, and then nobody waits: the turns are repeated (a
+// bounded number of times) until enough waits have parked.
 void hold_in_turns(DelegationLock& lock) {
-  run_threads(2, [&](int) {
-    for (int i = 0; i < 40; ++i) lock.run([] { std::this_thread::sleep_for(300us); });
-  });
+  for (int round = 0; round < 20 && lock.stats().parks <= 8; ++round) {
+    run_threads(2, [&](int) {
+      for (int i = 0; i < 40; ++i) lock.run([] { std::this_thread::sleep_for(300us); });
+    });
+  }
 }
 
 TEST(DelegationLockStress, AdaptiveSpinFallsWhenWaitsPark) {
