@@ -150,7 +150,7 @@ measure() {
   # its peer to answer a ping before iperf3 begins).
   if [[ $arrangement != qemu-tap ]]; then qlib_iperf_server "$host_ip" 0 || return 1; fi
   qlib_guest_start "$name" --cpu "$qemu_cpus" ${io_cpu:+--io-cpu "$io_cpu"} "${iommu_qemu[@]}" "$@" -- uvhost.tests=link,iperf,iperf-r \
-    uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" uvhost.secs="$secs" "${iommu_kernel[@]}" || return 1
+    uvhost.ip="$guest_ip/24" uvhost.peer="$host_ip" uvhost.secs="$secs" uvhost.hold=1 "${iommu_kernel[@]}" || return 1
   if [[ $arrangement == qemu-tap ]]; then
     tap_up "$tap" "$host_ip" || return 1
     qlib_iperf_server "$host_ip" 0 || return 1
@@ -159,6 +159,8 @@ measure() {
   local qemu_pid=${QEMU_PID[$name]} log=$dir/guest-$name.log
   local -A cpu_q=() cpu_b=() at=()
   # Edges: b1 = iperf begins, e1 = its result (guest -> host); b2, e2 the same for iperf-r.
+  # (uvhost.hold=1 keeps the guest, and so QEMU's /proc entry, up for a second after its
+  # last result: without it QEMU could exit before e2's CPU sample and lose the figure.)
   local edge regex
   for edge in b1 e1 b2 e2; do
     case $edge in
